@@ -1,0 +1,309 @@
+"""The command line (click). Exit codes: 0 no fail, 1 a fail (or per --fail-on), 2 no verdict.
+
+Heavy modules (textual, scapy, rich, torch) are imported only by the command that needs
+them, so ``check --json`` starts fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+import click
+
+from . import __version__
+from .errors import BundleError, DoctorError, UsageError
+
+EXIT_OK, EXIT_FAIL, EXIT_NO_VERDICT = 0, 1, 2
+
+
+def _die(message: str, code: int = EXIT_NO_VERDICT) -> None:
+    click.echo(f"ascend-doctor: {message}", err=True)
+    sys.exit(code)
+
+
+def default_lang() -> str:
+    for var in ("ASCEND_DOCTOR_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        v = os.environ.get(var, "")
+        if v:
+            return "zh" if v.lower().startswith("zh") else "en"
+    return "en"
+
+
+def input_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The inputs every run takes (check, collect, the TUI)."""
+    opts = [
+        click.option("--root", type=click.Path(exists=True, file_okay=False),
+                     help="Diagnose a sysroot directory instead of this machine."),
+        click.option("--bundle", type=click.Path(dir_okay=False),
+                     help="Diagnose a bundle written by `collect` (offline)."),
+        click.option("--service", "service_url", default=None, metavar="URL",
+                     help="vLLM service base URL [default: http://127.0.0.1:8000]."),
+        click.option("--api-key", envvar="VLLM_API_KEY", default=None, show_envvar=True,
+                     help="API key for /v1 endpoints (never printed)."),
+        click.option("--pid", type=int, default=None, help="The vLLM server process."),
+        click.option("--python", "python", default=None,
+                     help="Interpreter whose packages are inspected."),
+        click.option("--pcap", type=click.Path(dir_okay=False), default=None,
+                     help="Capture (pcap/pcapng) of the load clients' traffic."),
+        click.option("--sniff", "sniff_seconds", type=float, default=None, metavar="SECONDS",
+                     help="Capture DNS live for SECONDS (root)."),
+        click.option("--iface", default=None, help="Interface for --sniff."),
+        click.option("--profile", "profile_dir", type=click.Path(file_okay=False), default=None,
+                     help="msprof / torch_npu profiler output directory."),
+        click.option("--block-audit", type=click.Path(dir_okay=False), default=None,
+                     help="Block-table audit log (JSON lines) from the vLLM plugin."),
+        click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False),
+                     help="A service log to match against known error signatures."),
+        click.option("--elf", "elf_paths", multiple=True,
+                     help="An extra ELF file whose libraries must resolve."),
+        click.option("--sample-seconds", type=float, default=3.0, show_default=True,
+                     help="Sampling window for page-fault rates."),
+        click.option("--watch", "watch_seconds", type=float, default=None, metavar="SECONDS",
+                     help="Watch NPU memory while idle for SECONDS (leak trend)."),
+        click.option("--timeout", type=float, default=10.0, show_default=True,
+                     help="Per-check timeout in seconds."),
+        click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
+                     help="Language of explanations [default: from LANG]."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def build_options(kw: dict[str, Any]):
+    from .options import RunOptions
+
+    return RunOptions(
+        service_url=(kw.get("service_url") or "http://127.0.0.1:8000").rstrip("/"),
+        service_url_given=bool(kw.get("service_url")), pid=kw.get("pid"),
+        api_key=kw.get("api_key"), pcap=kw.get("pcap"), sniff_seconds=kw.get("sniff_seconds"),
+        iface=kw.get("iface"), profile_dir=kw.get("profile_dir"),
+        block_audit=kw.get("block_audit"), logs=tuple(kw.get("logs") or ()),
+        elf_paths=tuple(kw.get("elf_paths") or ()), sample_seconds=kw.get("sample_seconds", 3.0),
+        watch_seconds=kw.get("watch_seconds"), python=kw.get("python"),
+        lang=kw.get("lang") or default_lang())
+
+
+def open_host(root: str | None, bundle: str | None):
+    """The Host for this run: a bundle, a sysroot or this machine."""
+    if root and bundle:
+        raise UsageError("--root and --bundle exclude each other")
+    if bundle:
+        from .bundle import BundleHost
+        if not os.path.exists(bundle):
+            raise BundleError(f"bundle {bundle} does not exist")
+        return BundleHost.open(bundle)
+    from .host import LiveHost
+    return LiveHost(root or "/")
+
+
+def demo_host(overlay: str | None = None):
+    from .bundle import BundleHost
+    from .demo import demo_bundle_data
+    return BundleHost(demo_bundle_data(), overlay)
+
+
+def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
+         verbose: bool = False) -> None:
+    """Write the report in the asked formats: JSON or Markdown on stdout, else text."""
+    from knowledge import load as load_kb
+
+    kb = load_kb()
+    if junit:
+        from .atomic import atomic_write
+        from .report import junit as junit_report
+        atomic_write(junit, junit_report.render(report).encode())
+    if as_json:
+        from .report import jsonreport
+        ids = {k for _, f in report.findings() for k in f.kb}
+        sys.stdout.write(jsonreport.render(report, kb.titles(ids, lang)))
+    elif markdown:
+        from .report import markdown as md
+        sys.stdout.write(md.render(report, kb, lang))
+    else:
+        from .report import text
+        text.render(report, sys.stdout, kb, lang, verbose)
+
+
+def run_report(host, options, only, skip, timeout, context=None, progress: bool = False):
+    from .engine import RunConfig, run
+    from .registry import Registry
+
+    registry = Registry.discover()
+    registry.load_plugins()
+    config = RunConfig(tuple(only), tuple(skip), timeout, context=context)
+    on_result = None
+    if progress and sys.stderr.isatty():
+        def on_result(r):  # progress goes to stderr, never into the report
+            click.echo(f"\r\033[K{r.status.value:5} {r.check_id}", err=True, nl=False)
+    report = run(host, options, registry, config, on_result)
+    if on_result is not None:
+        click.echo("\r\033[K", err=True, nl=False)
+    return report
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [w for v in values for w in v.split(",") if w]
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DoctorError as exc:
+            _die(str(exc))
+
+
+@click.group(cls=_Group, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ascend-doctor")
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Diagnose Ascend NPU hosts serving LLMs with vllm-ascend.
+
+    Without a command: the TUI on a terminal, the text report otherwise (or with CI=true).
+    """
+    if ctx.invoked_subcommand is None:
+        if sys.stdout.isatty() and sys.stdin.isatty() and not os.environ.get("CI"):
+            ctx.invoke(tui_cmd)
+        else:
+            ctx.invoke(check_cmd)
+
+
+@main.command("check")
+@input_options
+@click.option("--only", multiple=True, help="Check ids, id prefixes or tags (comma-separated).")
+@click.option("--skip", multiple=True, help="Check ids, id prefixes or tags to leave out.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.option("--junit", type=click.Path(dir_okay=False), default=None,
+              help="Also write JUnit XML to this file.")
+@click.option("--markdown", is_flag=True, help="An issue body in Markdown on stdout.")
+@click.option("--fail-on", type=click.Choice(["fail", "warn"]), default="fail",
+              show_default=True, help="Lowest status that makes the exit code 1.")
+@click.option("-v", "--verbose", is_flag=True, help="Show passing findings too.")
+def check_cmd(only=(), skip=(), as_json=False, junit=None, markdown=False, fail_on="fail",
+              verbose=False, **kw: Any) -> None:
+    """Run the checks and print a report."""
+    host = open_host(kw.get("root"), kw.get("bundle"))
+    options = build_options(kw)
+    report = run_report(host, options, _split(only), _split(skip), kw.get("timeout") or 10.0,
+                        progress=not as_json)
+    emit(report, as_json=as_json, junit=junit, markdown=markdown, lang=options.lang,
+         verbose=verbose)
+    sys.exit(report.exit_code(fail_on))
+
+
+@main.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def list_cmd(as_json: bool) -> None:
+    """List the checks: id, category, tags, title (plugins listed without importing them)."""
+    from .registry import Registry
+
+    reg = Registry.discover()
+    rows = [{"id": s.id, "title": s.title, "category": s.category.value, "tags": list(s.tags),
+             "origin": s.origin} for s in sorted(reg.checks.values(), key=lambda s: s.id)]
+    plugins = [{"name": p.name, "module": p.value} for p in reg.plugins]
+    if as_json:
+        import json
+        click.echo(json.dumps({"checks": rows, "plugins": plugins}, indent=2))
+        return
+    width = max((len(r["id"]) for r in rows), default=10)
+    for r in rows:
+        click.echo(f"{r['id']:<{width}}  {r['category']:<11} {r['title']}"
+                   + (f"  [{', '.join(r['tags'])}]" if r["tags"] else ""))
+    for p in plugins:
+        click.echo(f"plugin {p['name']} ({p['module']}, loaded when a run starts)")
+
+
+@main.command("collect")
+@input_options
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Bundle file to write (.tar.gz).")
+@click.option("--only", multiple=True)
+@click.option("--skip", multiple=True)
+def collect_cmd(output: str, only=(), skip=(), **kw: Any) -> None:
+    """Record every source the checks read into a bundle (secrets redacted)."""
+    from .bundle import RecordingHost
+
+    if kw.get("bundle"):
+        raise UsageError("collect reads a live host or a sysroot, not a bundle")
+    inner = open_host(kw.get("root"), None)
+    rec = RecordingHost(inner)
+    options = build_options(kw)
+    report = run_report(rec, options, _split(only), _split(skip), kw.get("timeout") or 10.0)
+    data = rec.finish(inner.kind, options.public())
+    data.manifest["findings_at_collection"] = report.summary
+    try:
+        data.write(output)
+    except OSError as exc:
+        raise DoctorError(f"cannot write bundle {output}: {exc.strerror or exc}") from None
+    n = sum(len(t) for t in data.index.values())
+    click.echo(f"wrote {output}: {n} answers, {len(data.blobs)} blobs, "
+               f"{len(rec.failures)} sources that could not be read", err=True)
+
+
+@main.command("demo")
+@click.option("--json", "as_json", is_flag=True, help="The demo report as JSON.")
+@click.option("--markdown", is_flag=True)
+@click.option("--text", "as_text", is_flag=True, help="The text report even on a terminal.")
+@click.option("--export", type=click.Path(dir_okay=False), default=None,
+              help="Write the demo scenario bundle to FILE (for `check --bundle`).")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
+@click.option("--only", multiple=True)
+@click.option("--skip", multiple=True)
+def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, lang: str | None,
+             only=(), skip=()) -> None:
+    """Diagnose the bundled broken 8x910B host (exits 0: showing failures is its job)."""
+    from .demo import demo_bundle_bytes
+
+    if export:
+        from .atomic import atomic_write
+        atomic_write(export, demo_bundle_bytes(), mode=0o644)
+        click.echo(f"wrote the demo bundle to {export}", err=True)
+        return
+    options = build_options({"lang": lang, "service_url": None})
+    if not (as_json or markdown or as_text) and sys.stdout.isatty() and sys.stdin.isatty():
+        _launch_tui(demo=True, options=options)
+        return
+    report = run_report(demo_host(), options, _split(only), _split(skip), 10.0, context="demo")
+    emit(report, as_json=as_json, junit=None, markdown=markdown, lang=options.lang)
+
+
+@main.command("tui")
+@input_options
+def tui_cmd(**kw: Any) -> None:
+    """The interactive dashboard."""
+    _launch_tui(demo=False, options=build_options(kw), root=kw.get("root"),
+                bundle=kw.get("bundle"))
+
+
+def _launch_tui(demo: bool, options, root: str | None = None, bundle: str | None = None) -> None:
+    try:
+        from .tui import run_tui
+    except ImportError as exc:
+        _die(f"the TUI is unavailable ({exc}); use `check` or `demo --text`")
+    run_tui(demo=demo, options=options, root=root, bundle=bundle)
+
+
+def _register_extensions() -> None:
+    """Subcommands that live in their own modules (fix, explain, triage, kb)."""
+    import importlib
+
+    for mod in ("doctor.cli_kb", "doctor.cli_fix"):
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+            continue
+        for cmd in getattr(m, "COMMANDS", ()):
+            main.add_command(cmd)
+
+
+_register_extensions()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

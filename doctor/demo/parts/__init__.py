@@ -1,0 +1,1 @@
+"""Parts of the demo scenario; each module has ``build(w: BundleWriter) -> None``."""

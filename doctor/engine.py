@@ -1,0 +1,156 @@
+"""Run the selected checks concurrently, each bounded in time, and build a Report.
+
+A check that raises becomes an ``error`` result, one that runs past its timeout too (its
+thread is abandoned: threads are daemons, the run never waits for them); a check whose
+source is missing becomes ``skip`` naming the source. Results are sorted by id.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from . import __version__
+from .errors import ParseError, SourceError, SourceMissing
+from .facts import FactFailed, FactStore
+from .host import Host
+from .model import CheckResult, Finding, Report, Status
+from .options import RunOptions
+from .registry import CheckSpec, Registry
+
+DEFAULT_TIMEOUT = 10.0
+
+
+@dataclass
+class RunConfig:
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    timeout: float = DEFAULT_TIMEOUT
+    jobs: int = 8
+    context: str | None = None  # overrides host.kind in the report (e.g. "demo")
+
+
+def run_check(spec: CheckSpec, store: FactStore) -> tuple[Finding, ...]:
+    """Run one check to findings; every exception becomes a finding, never escapes."""
+    try:
+        out = store.call(spec.func)
+        if out is None:
+            findings: tuple[Finding, ...] = ()
+        elif isinstance(out, Finding):
+            findings = (out,)
+        else:
+            findings = tuple(out)
+    except SourceMissing as exc:
+        return (Finding.skip(f"missing source: {exc.source} ({exc.reason})",
+                             evidence={"source": exc.source, "reason": exc.reason}),)
+    except ParseError as exc:
+        return (Finding.error(f"cannot parse {exc.source}: {exc.reason}",
+                              evidence={"source": exc.source, "reason": exc.reason}),)
+    except SourceError as exc:
+        return (Finding.error(f"cannot read {exc.source}: {exc.reason}",
+                              evidence={"source": exc.source, "reason": exc.reason}),)
+    except FactFailed as exc:
+        return (Finding.error(f"could not gather {exc.fact}: {exc.reason}",
+                              evidence={"fact": exc.fact, "reason": exc.reason,
+                                        "traceback": _tb(exc.__cause__)}),)
+    except Exception as exc:
+        return (Finding.error(f"check crashed: {type(exc).__name__}: {exc}",
+                              evidence={"traceback": _tb(exc)}),)
+    if not findings:
+        findings = (Finding.passed("no problem found"),)
+    return findings
+
+
+def _tb(exc: BaseException | None) -> str:
+    if exc is None:
+        return ""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+
+
+class _Slot:
+    def __init__(self, spec: CheckSpec) -> None:
+        self.spec = spec
+        self.started: float | None = None
+        self.findings: tuple[Finding, ...] | None = None
+        self.duration = 0.0
+
+
+def run(host: Host, options: RunOptions | None = None, registry: Registry | None = None,
+        config: RunConfig | None = None,
+        on_result: Callable[[CheckResult], None] | None = None) -> Report:
+    """The whole run. ``on_result`` is called from worker threads as each check ends."""
+    options = options or RunOptions()
+    config = config or RunConfig()
+    if registry is None:
+        registry = Registry.discover()
+        registry.load_plugins()
+    specs = registry.select(config.only, config.skip)
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    store = FactStore(host, options, registry)
+    slots = [_Slot(s) for s in specs]
+    done = threading.Condition()
+    sem = threading.Semaphore(max(1, config.jobs))
+    results: dict[str, CheckResult] = {}
+
+    def finish(slot: _Slot, findings: tuple[Finding, ...], duration: float) -> None:
+        with done:
+            if slot.spec.id in results:
+                return  # already timed out; late findings are dropped
+            result = CheckResult(slot.spec.id, slot.spec.title, slot.spec.category,
+                                 slot.spec.tags, findings, round(duration, 4))
+            results[slot.spec.id] = result
+            done.notify_all()
+        if on_result is not None:
+            try:
+                on_result(result)
+            except Exception:
+                pass
+
+    def worker(slot: _Slot) -> None:
+        with sem:
+            with done:
+                slot.started = time.monotonic()
+                done.notify_all()
+            findings = run_check(slot.spec, store)
+            finish(slot, findings, time.monotonic() - slot.started)
+
+    for slot in slots:
+        threading.Thread(target=worker, args=(slot,), name=f"check:{slot.spec.id}",
+                         daemon=True).start()
+
+    with done:
+        while len(results) < len(slots):
+            now = time.monotonic()
+            wait = 0.5
+            for slot in slots:
+                if slot.spec.id in results or slot.started is None:
+                    continue
+                limit = slot.spec.timeout or config.timeout
+                left = slot.started + limit - now
+                if left <= 0:
+                    results[slot.spec.id] = CheckResult(
+                        slot.spec.id, slot.spec.title, slot.spec.category, slot.spec.tags,
+                        (Finding.error(f"timed out after {limit:g} s (the check was abandoned)",
+                                       evidence={"timeout_s": limit}),), round(limit, 4))
+                    if on_result is not None:
+                        try:
+                            on_result(results[slot.spec.id])
+                        except Exception:
+                            pass
+                else:
+                    wait = min(wait, left)
+            if len(results) < len(slots):
+                done.wait(timeout=max(wait, 0.005))
+
+    ordered = tuple(results[s.id] for s in sorted(specs, key=lambda s: s.id))
+    return Report(__version__, host.info(), config.context or host.kind, started_at,
+                  round(time.monotonic() - t0, 4), ordered, options.public())
+
+
+def select_ids(registry: Registry, only: Iterable[str], skip: Iterable[str]) -> list[str]:
+    return [s.id for s in registry.select(only, skip)]

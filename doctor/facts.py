@@ -1,0 +1,117 @@
+"""Facts computed once per run and shared by every check that asks for them.
+
+A check or a provider names what it needs by the type hints of its parameters. ``Host``
+and ``RunOptions`` are injected as they are; any other type is produced by its provider,
+at most once per run (concurrent askers wait for the first). ``X | None`` means optional:
+a missing source gives ``None`` instead of skipping the asker.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+import typing
+from typing import Any, Callable
+
+from .errors import DoctorError, SourceError, SourceMissing
+from .host import Host
+from .options import RunOptions
+from .registry import Registry
+
+
+class FactFailed(DoctorError):
+    """A provider crashed; every check that needs its fact reports ``error``."""
+
+    def __init__(self, fact: str, reason: str) -> None:
+        super().__init__(f"{fact}: {reason}")
+        self.fact = fact
+        self.reason = reason
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0], True
+    return tp, False
+
+
+def requirements(func: Callable[..., Any]) -> dict[str, tuple[Any, bool]]:
+    """Parameter name -> (type, optional) for a check or provider."""
+    hints = typing.get_type_hints(func)
+    hints.pop("return", None)
+    return {name: _unwrap_optional(tp) for name, tp in hints.items()}
+
+
+class FactStore:
+    def __init__(self, host: Host, options: RunOptions, registry: Registry) -> None:
+        self.host = host
+        self.options = options
+        self.registry = registry
+        self._values: dict[type, Any] = {}
+        self._errors: dict[type, BaseException] = {}
+        self._locks: dict[type, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._local = threading.local()
+
+    def _lock_for(self, fact: type) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(fact, threading.Lock())
+
+    def get(self, fact: type) -> Any:
+        if fact is Host or (isinstance(fact, type) and issubclass(fact, Host)):
+            return self.host
+        if fact is RunOptions:
+            return self.options
+        if fact is FactStore:
+            return self
+        stack: list[type] = getattr(self._local, "stack", [])
+        if fact in stack:
+            raise FactFailed(_name(fact), "cyclic fact dependency: "
+                             + " -> ".join(_name(f) for f in stack + [fact]))
+        with self._lock_for(fact):
+            if fact in self._values:
+                return self._values[fact]
+            if fact in self._errors:
+                raise self._errors[fact]
+            spec = self.registry.providers.get(fact)
+            if spec is None:
+                err: BaseException = FactFailed(_name(fact), "no provider is registered")
+                self._errors[fact] = err
+                raise err
+            self._local.stack = stack + [fact]
+            try:
+                value = self.call(spec.func)
+            except (SourceMissing, SourceError, FactFailed) as exc:
+                self._errors[fact] = exc
+                raise
+            except Exception as exc:
+                wrapped = FactFailed(_name(fact), f"{type(exc).__name__}: {exc}")
+                wrapped.__cause__ = exc
+                self._errors[fact] = wrapped
+                raise wrapped from exc
+            finally:
+                self._local.stack = stack
+            self._values[fact] = value
+            return value
+
+    def call(self, func: Callable[..., Any]) -> Any:
+        """Call ``func`` with every parameter filled from the store."""
+        kwargs = {}
+        for name, (tp, optional) in requirements(func).items():
+            try:
+                kwargs[name] = self.get(tp)
+            except SourceMissing:
+                if not optional:
+                    raise
+                kwargs[name] = None
+        return func(**kwargs)
+
+    def peek(self, fact: type) -> Any:
+        """The fact if it was already computed, else None (never computes)."""
+        return self._values.get(fact)
+
+
+def _name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))

@@ -1,0 +1,135 @@
+"""/etc/ld.so.conf with its include globs, as ldconfig reads it.
+
+``parse_ldconf_text`` is pure (one file's text → directives); ``gather_ldconf`` walks the
+includes through the Host, recording for each directory the file and line that set it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from ..errors import SourceError, SourceMissing
+from ..host import Host
+from ..registry import provider
+
+LDSO_CONF = "/etc/ld.so.conf"
+
+
+@dataclass(frozen=True)
+class Directive:
+    kind: str  # dir | include | hwcap
+    value: str
+    line: int
+
+
+@dataclass(frozen=True)
+class ConfFile:
+    path: str
+    mode: int | None  # permission bits; None when it could not be stat'ed
+    uid: int | None
+    mtime: float | None
+    readable: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SearchDir:
+    path: str
+    origin: str  # "file:line"
+
+
+@dataclass(frozen=True)
+class LdSoConf:
+    search_dirs: tuple[SearchDir, ...]
+    files: tuple[ConfFile, ...]  # every conf file reached, in read order
+    problems: tuple[str, ...] = ()  # include loops, unreadable files, bad encodings
+
+    @property
+    def dirs(self) -> list[str]:
+        return [d.path for d in self.search_dirs]
+
+    def origin_of(self, path: str) -> str:
+        for d in self.search_dirs:
+            if d.path == path:
+                return d.origin
+        return "?"
+
+
+def parse_ldconf_text(text: str) -> list[Directive]:
+    """Directives of one conf file: comments after '#', dirs split on ':', ',', whitespace."""
+    out: list[Directive] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        word, _, rest = line.partition(" ")
+        if word == "include":
+            for pat in rest.split():
+                out.append(Directive("include", pat, n))
+        elif word == "hwcap":
+            out.append(Directive("hwcap", rest.strip(), n))
+        else:
+            for token in line.replace(",", " ").replace(":", " ").replace("\t", " ").split():
+                if token.startswith("/"):
+                    out.append(Directive("dir", posixpath.normpath(token), n))
+    return out
+
+
+def walk_ldconf(host: Host, path: str = LDSO_CONF, max_depth: int = 16) -> LdSoConf:
+    dirs: list[SearchDir] = []
+    files: list[ConfFile] = []
+    problems: list[str] = []
+    seen_dirs: set[str] = set()
+    active: list[str] = []
+
+    def visit(conf: str, depth: int) -> None:
+        if conf in active:
+            problems.append(f"include loop: {' -> '.join(active + [conf])}")
+            return
+        if depth > max_depth:
+            problems.append(f"includes nested deeper than {max_depth} at {conf}")
+            return
+        try:
+            st = host.stat(conf)
+            mode, uid, mtime = st.perm, st.uid, st.mtime
+        except SourceMissing:
+            if conf == path:
+                raise
+            problems.append(f"{conf}: included but missing")
+            return
+        except SourceError as exc:
+            mode = uid = mtime = None
+            problems.append(str(exc))
+        try:
+            raw = host.read_bytes(conf, 1024 * 1024)
+        except SourceError as exc:
+            files.append(ConfFile(conf, mode, uid, mtime, False, exc.reason))
+            problems.append(f"{conf}: {exc.reason}")
+            return
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(f"{conf}: not UTF-8 (byte {exc.start}); read with replacement")
+            text = raw.decode("utf-8", "replace")
+        files.append(ConfFile(conf, mode, uid, mtime, True))
+        active.append(conf)
+        for d in parse_ldconf_text(text):
+            if d.kind == "dir":
+                if d.value not in seen_dirs:
+                    seen_dirs.add(d.value)
+                    dirs.append(SearchDir(d.value, f"{conf}:{d.line}"))
+            elif d.kind == "include":
+                pattern = d.value if d.value.startswith("/") else posixpath.join(
+                    posixpath.dirname(conf), d.value)
+                for inc in host.glob(pattern):
+                    visit(inc, depth + 1)
+        active.pop()
+
+    visit(path, 0)
+    return LdSoConf(tuple(dirs), tuple(files), tuple(problems))
+
+
+@provider
+def gather_ldconf(host: Host) -> LdSoConf:
+    return walk_ldconf(host)

@@ -1,0 +1,168 @@
+"""Python packages of the interpreter that serves (or will serve) the model.
+
+On a live host the interpreter is asked in a subprocess (it may be another venv than ours,
+and importing torch_npu here could crash us); in a sysroot the ``*.dist-info/METADATA``
+files are read through the Host. Either way the result is the same dataclass.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+
+from ..errors import ParseError, SourceError, SourceMissing
+from ..host import Host
+from ..options import RunOptions
+from ..registry import provider
+
+WATCHED = ("torch", "torch-npu", "torchvision", "torchaudio", "vllm", "vllm-ascend",
+           "triton-ascend", "transformers", "numpy")
+
+# Runs in the target interpreter: stdlib only, never imports the packages it describes.
+_SCRIPT = r"""
+import json, sys, platform
+from importlib import metadata
+out = {"python": platform.python_version(), "executable": sys.executable,
+       "implementation": platform.python_implementation(), "packages": {}}
+for d in metadata.distributions():
+    name = (d.metadata["Name"] or "").strip()
+    if not name:
+        continue
+    out["packages"][name.lower().replace("_", "-")] = {
+        "name": name, "version": d.version,
+        "requires": list(d.requires or []),
+        "requires_python": d.metadata["Requires-Python"],
+        "entry_points": [[e.group, e.name, e.value] for e in d.entry_points],
+        "location": str(d.locate_file("")),
+        "files": [str(f) for f in (d.files or []) if str(f).endswith(".so") or ".so." in str(f)][:400],
+    }
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    requires: tuple[str, ...] = ()
+    requires_python: str | None = None
+    entry_points: tuple[tuple[str, str, str], ...] = ()
+    location: str = ""
+    files: tuple[str, ...] = ()  # shared objects the distribution installed (RECORD)
+
+
+@dataclass(frozen=True)
+class Packages:
+    python: str
+    executable: str
+    source: str  # how it was learnt: "subprocess <python>" or "dist-info under <dir>"
+    packages: dict[str, Package] = field(default_factory=dict)
+
+    def get(self, name: str) -> Package | None:
+        return self.packages.get(canonical(name))
+
+    def version(self, name: str) -> str | None:
+        p = self.get(name)
+        return p.version if p else None
+
+
+def canonical(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(".", "-")
+
+
+def parse_packages_json(text: str, source: str) -> Packages:
+    """The JSON printed by the interpreter probe."""
+    try:
+        doc = json.loads(text)
+        pkgs = {canonical(k): Package(v["name"], v["version"], tuple(v.get("requires") or ()),
+                                      v.get("requires_python"),
+                                      tuple(tuple(e) for e in v.get("entry_points") or ()),
+                                      v.get("location", ""), tuple(v.get("files") or ()))
+                for k, v in doc["packages"].items()}
+        return Packages(doc.get("python", ""), doc.get("executable", ""), source, pkgs)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ParseError(source, f"package listing is not the expected JSON ({exc})") from None
+
+
+def parse_metadata(text: str) -> Package:
+    """A METADATA / PKG-INFO file (RFC 822 headers)."""
+    msg = HeaderParser().parsestr(text)
+    name, version = msg.get("Name"), msg.get("Version")
+    if not name or not version:
+        raise ValueError("METADATA without Name or Version")
+    return Package(name.strip(), version.strip(), tuple(msg.get_all("Requires-Dist") or ()),
+                   msg.get("Requires-Python"))
+
+
+def parse_entry_points(text: str) -> tuple[tuple[str, str, str], ...]:
+    """entry_points.txt (INI): [group] name = value."""
+    out, group = [], None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            group = line[1:-1].strip()
+        elif group and "=" in line:
+            name, value = line.split("=", 1)
+            out.append((group, name.strip(), value.strip()))
+    return tuple(out)
+
+
+SITE_GLOBS = ("/usr/lib/python3*/site-packages", "/usr/lib/python3/dist-packages",
+              "/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3*/dist-packages",
+              "/opt/*/lib/python3*/site-packages", "/opt/*/*/lib/python3*/site-packages",
+              "/root/*/lib/python3*/site-packages", "/home/*/*/lib/python3*/site-packages",
+              "/usr/local/python3*/lib/python3*/site-packages")
+
+
+def read_dist_infos(host: Host, site_dirs: list[str]) -> dict[str, Package]:
+    pkgs: dict[str, Package] = {}
+    for site in site_dirs:
+        for info in host.glob(f"{site}/*.dist-info"):
+            try:
+                pkg = parse_metadata(host.read_text(f"{info}/METADATA", 4 * 1024 * 1024))
+            except (SourceMissing, SourceError, ValueError):
+                continue
+            try:
+                eps = parse_entry_points(host.read_text(f"{info}/entry_points.txt"))
+            except (SourceMissing, SourceError):
+                eps = ()
+            try:
+                record = host.read_text(f"{info}/RECORD", 8 * 1024 * 1024)
+                files = tuple(r.split(",", 1)[0] for r in record.splitlines()
+                              if ".so" in r.split(",", 1)[0])[:400]
+            except (SourceMissing, SourceError):
+                files = ()
+            pkgs.setdefault(canonical(pkg.name), Package(pkg.name, pkg.version, pkg.requires,
+                                                         pkg.requires_python, eps, site, files))
+    return pkgs
+
+
+def python_for(host: Host, options: RunOptions) -> str:
+    """The interpreter to ask: --python, else the first python3 on the host's PATH."""
+    return options.python or "python3"
+
+
+@provider
+def gather_packages(host: Host, options: RunOptions) -> Packages:
+    python = python_for(host, options)
+    # The same Host calls in every context, so a bundle replays what was collected.
+    if host.which(python) is not None:
+        res = host.run([python, "-c", _SCRIPT], timeout=20.0, cap=8 * 1024 * 1024,
+                       env={**host.environ(), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+        if not res.ok:
+            raise SourceError(f"{python} package listing", res.describe_failure())
+        return parse_packages_json(res.text, f"subprocess {python}")
+    sites = [d for g in SITE_GLOBS for d in host.glob(g)]
+    if not sites:
+        raise SourceMissing("site-packages", f"no {python} and no Python site-packages directory")
+    pkgs = read_dist_infos(host, sites)
+    py = ""
+    for s in sites:
+        part = s.split("/lib/python", 1)
+        if len(part) == 2:
+            py = part[1].split("/", 1)[0]
+            break
+    return Packages(py, "", f"dist-info under {', '.join(sites)}", pkgs)

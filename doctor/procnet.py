@@ -1,0 +1,41 @@
+"""Parse /proc/net/{tcp,tcp6,udp,udp6}: a pure function, used by sysroots and bundles."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from .host import Connection
+
+_TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
+               "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
+               "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+
+def _addr(hexaddr: str, v6: bool) -> tuple[str, int]:
+    ip_hex, port_hex = hexaddr.split(":")
+    raw = bytes.fromhex(ip_hex)
+    if v6:
+        raw = b"".join(struct.pack("<I", w) for w in struct.unpack(">4I", raw))
+        ip = socket.inet_ntop(socket.AF_INET6, raw)
+    else:
+        ip = socket.inet_ntop(socket.AF_INET, struct.pack("<I", int(ip_hex, 16)))
+    return ip, int(port_hex, 16)
+
+
+def parse_proc_net(text: str, proto: str) -> list[Connection]:
+    """Rows of one /proc/net table; malformed rows are skipped, not fatal."""
+    v6 = proto.endswith("6")
+    out = []
+    for line in text.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 4:
+            continue
+        try:
+            laddr, raddr = _addr(f[1], v6), _addr(f[2], v6)
+        except (ValueError, OSError):
+            continue
+        state = _TCP_STATES.get(f[3].upper(), "NONE") if proto.startswith("tcp") else "NONE"
+        out.append(Connection("inet6" if v6 else "inet", proto.rstrip("6"), laddr,
+                              None if raddr[1] == 0 else raddr, state))
+    return out

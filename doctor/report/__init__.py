@@ -1,0 +1,1 @@
+"""Renderers of a Report: text (rich), JSON (+ schema), JUnit XML, Markdown."""

@@ -1,0 +1,1 @@
+"""Fix recipes: a finding becomes a plan (diffs, modes, argv commands, manual steps)."""

@@ -1,0 +1,84 @@
+"""Shared fixtures: sysroots in tmp dirs, the real CLI entry point, a loopback HTTP server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Sysroot:
+    """A directory tree standing in for a host's /."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, p: str) -> Path:
+        return self.root / p.lstrip("/")
+
+    def write(self, p: str, content: "str | bytes", mode: int = 0o644) -> Path:
+        dst = self.path(p)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            content = content.encode()
+        dst.write_bytes(content)
+        os.chmod(dst, mode)
+        return dst
+
+    def mkdir(self, p: str, mode: int = 0o755) -> Path:
+        dst = self.path(p)
+        dst.mkdir(parents=True, exist_ok=True)
+        os.chmod(dst, mode)
+        return dst
+
+    def symlink(self, p: str, target: str) -> Path:
+        dst = self.path(p)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.symlink_to(target)
+        return dst
+
+    def script(self, p: str, body: str) -> Path:
+        return self.write(p, "#!/bin/sh\n" + body, mode=0o755)
+
+    def host(self):
+        from doctor.host import LiveHost
+        return LiveHost(str(self.root), env={"PATH": "/usr/bin:/bin"})
+
+    def __str__(self) -> str:
+        return str(self.root)
+
+
+@pytest.fixture
+def sysroot(tmp_path: Path) -> Sysroot:
+    root = tmp_path / "root"
+    root.mkdir()
+    return Sysroot(root)
+
+
+def doctor_exe() -> str:
+    """The installed console script (the real entry point), next to this interpreter."""
+    cand = Path(sys.executable).with_name("ascend-doctor")
+    if cand.exists():
+        return str(cand)
+    found = shutil.which("ascend-doctor")
+    if not found:
+        pytest.fail("the ascend-doctor console script is not installed (pip install -e .)")
+    return found
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120, input: str | None = None
+            ) -> subprocess.CompletedProcess:
+    e = {**os.environ, "NO_COLOR": "1", "CI": "true", **(env or {})}
+    return subprocess.run([doctor_exe(), *args], capture_output=True, text=True, env=e,
+                          timeout=timeout, input=input)
+
+
+@pytest.fixture
+def cli():
+    return run_cli

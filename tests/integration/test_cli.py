@@ -1,0 +1,94 @@
+"""The CLI through its real console script: exit codes, JSON schema, bundles, speed guard."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jsonschema
+
+from doctor.report.jsonreport import schema
+
+
+def test_demo_json_validates_and_shows_failures(cli):
+    r = cli("demo", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, schema())
+    assert doc["context"] == "demo" and doc["summary"]["fail"] >= 2
+    assert {"ldconf.order", "versions.pins"} <= {c["id"] for c in doc["checks"]}
+    for c in doc["checks"]:
+        for f in c["findings"]:
+            for k in f["kb"]:
+                assert k in doc["knowledge"], f"{k} has no title in the report"
+
+
+def test_demo_text_report(cli):
+    r = cli("demo", "--text")
+    assert r.returncode == 0
+    assert "ldconf.order" in r.stdout and "requires torch==2.10.0; found 2.13.0" in r.stdout
+    assert "summary:" in r.stdout
+
+
+def test_exported_demo_bundle_checks_with_exit_1(cli, tmp_path):
+    out = tmp_path / "demo.tar.gz"
+    assert cli("demo", "--export", str(out)).returncode == 0
+    r = cli("check", "--bundle", str(out), "--json")
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["context"] == "bundle"
+    junit = tmp_path / "j.xml"
+    r = cli("check", "--bundle", str(out), "--junit", str(junit))
+    assert r.returncode == 1 and "<failure" in junit.read_text()
+    r = cli("check", "--bundle", str(out), "--markdown")
+    assert r.returncode == 1 and "| fail |" in r.stdout
+
+
+def test_no_verdict_exits_2_with_one_line(cli, tmp_path):
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    r = cli("check", "--bundle", str(bad))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "bad.tar.gz" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = cli("demo", "--json", "--only", "no.such.check")
+    assert r.returncode == 2 and "unknown check id" in r.stderr
+    r = cli("check", "--bundle", str(tmp_path / "absent.tar.gz"))
+    assert r.returncode == 2
+
+
+def test_fail_on_warn_and_only(cli, sysroot):
+    from tests.unit.test_ldconf import broken_ldconf
+    broken_ldconf(sysroot)
+    r = cli("check", "--root", str(sysroot), "--only", "ldconf", "--json")
+    assert r.returncode == 1
+    assert [c["id"] for c in json.loads(r.stdout)["checks"]] == ["ldconf.order"]
+
+
+def test_collect_then_check_bundle_matches_live(cli, sysroot, tmp_path):
+    from tests.unit.test_ldconf import broken_ldconf
+    broken_ldconf(sysroot)
+    live = cli("check", "--root", str(sysroot), "--json")
+    b = tmp_path / "c.tar.gz"
+    assert cli("collect", "--root", str(sysroot), "-o", str(b)).returncode == 0
+    replay = cli("check", "--bundle", str(b), "--json")
+    strip = lambda d: [(c["id"], c["status"], [(f["status"], f["message"]) for f in c["findings"]])
+                       for c in json.loads(d)["checks"]]
+    assert strip(live.stdout) == strip(replay.stdout)
+    assert live.returncode == replay.returncode == 1
+
+
+def test_list(cli):
+    r = cli("list", "--json")
+    ids = [c["id"] for c in json.loads(r.stdout)["checks"]]
+    assert ids == sorted(ids) and "ldconf.order" in ids
+
+
+def test_check_path_imports_no_heavy_modules():
+    code = ("import sys, doctor.cli, doctor.engine, doctor.report.jsonreport;"
+            "from doctor.cli import demo_host, run_report;"
+            "from doctor.options import RunOptions;"
+            "run_report(demo_host(), RunOptions(), [], [], 10.0);"
+            "bad=[m for m in ('textual','scapy','torch','torch_npu','vllm','rich') if m in sys.modules];"
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"heavy modules imported on the check path: {out.stdout}"

@@ -1,0 +1,84 @@
+"""Bundles: collect on a host, replay offline with the same findings; corrupt ones refuse."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+
+import pytest
+
+from doctor.bundle import BundleData, BundleHost, RecordingHost
+from doctor.engine import run
+from doctor.errors import BundleError
+from doctor.options import RunOptions
+from doctor.redact import REDACTED
+
+from .test_ldconf import broken_ldconf
+
+
+def _comparable(report):
+    return [(r.check_id, r.status, [(f.status, f.message, dict(f.evidence)) for f in r.findings])
+            for r in report.results]
+
+
+def test_collect_then_replay_gives_the_same_findings(sysroot, tmp_path):
+    broken_ldconf(sysroot)
+    live = run(sysroot.host(), RunOptions(), config=None)
+    rec = RecordingHost(sysroot.host())
+    recorded = run(rec, RunOptions())
+    data = rec.finish("sysroot", RunOptions().public())
+    path = tmp_path / "b.tar.gz"
+    data.write(str(path))
+    replay = run(BundleHost.open(str(path)), RunOptions())
+    assert _comparable(live) == _comparable(recorded) == _comparable(replay)
+    assert any(r.status.value == "fail" for r in replay.results)
+
+
+def test_truncated_and_corrupt_bundles_are_named(tmp_path):
+    from doctor.demo import demo_bundle_bytes
+    raw = demo_bundle_bytes()
+    (tmp_path / "trunc.tar.gz").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(BundleError, match="trunc.tar.gz"):
+        BundleHost.open(str(tmp_path / "trunc.tar.gz"))
+    (tmp_path / "junk.tar.gz").write_bytes(b"PK\x03\x04 definitely not a tar")
+    with pytest.raises(BundleError, match="not a readable bundle"):
+        BundleHost.open(str(tmp_path / "junk.tar.gz"))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("hello.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    (tmp_path / "other.tar.gz").write_bytes(buf.getvalue())
+    with pytest.raises(BundleError, match="not an ascend-doctor bundle"):
+        BundleHost.open(str(tmp_path / "other.tar.gz"))
+
+
+def test_a_bundle_missing_a_blob_is_truncated(tmp_path):
+    from doctor.demo import demo_bundle_data
+    data = demo_bundle_data()
+    data.blobs.pop(next(iter(data.blobs)))
+    with pytest.raises(BundleError, match="truncated"):
+        BundleData.load(data.to_bytes())
+
+
+def test_recording_redacts_secrets(sysroot):
+    sysroot.write("/etc/systemd/system/vllm.service.d/env.conf",
+                  "[Service]\nEnvironment=HF_TOKEN=hf_abcdefghijklmnop\nEnvironment=OMP_NUM_THREADS=1\n")
+    sysroot.write("/proc/99/environ", b"HF_TOKEN=hf_abcdefghijklmnop\0PATH=/usr/bin\0")
+    sysroot.write("/proc/99/cmdline", b"vllm\0serve\0m\0--api-key\0sk-live-123456\0")
+    rec = RecordingHost(sysroot.host())
+    rec.read_bytes("/etc/systemd/system/vllm.service.d/env.conf")
+    rec.proc_read(99, "environ")
+    rec.proc_read(99, "cmdline")
+    blob = rec.finish("sysroot", {}).to_bytes()
+    plain = gzip.decompress(blob)
+    assert b"hf_abcdefghijklmnop" not in plain and b"sk-live-123456" not in plain
+    assert REDACTED.encode() in plain and b"OMP_NUM_THREADS=1" in plain
+
+
+def test_demo_bundle_is_the_build_output():
+    """The shipped scenario is generated, never hand-edited: rebuilding gives the same bytes."""
+    from doctor.demo import demo_bundle_bytes
+    from doctor.demo.build import build
+    assert build() == demo_bundle_bytes(), "run `python -m doctor.demo.build` and commit"
