@@ -82,3 +82,13 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120, input: st
 @pytest.fixture
 def cli():
     return run_cli
+
+
+# Property-based tests: a small count by default, a long mode for bench/ or a CI step.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("default", max_examples=int(os.environ.get("ASCEND_DOCTOR_FUZZ_EXAMPLES", "150")),
+                          deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=100_000, deadline=None,
+                          suppress_health_check=list(HealthCheck))
+settings.load_profile("long" if os.environ.get("ASCEND_DOCTOR_FUZZ") == "long" else "default")
