@@ -92,3 +92,22 @@ def test_check_path_imports_no_heavy_modules():
             "print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"heavy modules imported on the check path: {out.stdout}"
+
+
+def test_collect_on_this_machine_replays_to_the_same_findings(cli, tmp_path):
+    """Issue 3: `collect` on the live host, then `check --bundle`, gives the live findings."""
+    import gzip
+    import io
+    import tarfile
+    b = tmp_path / "live.tar.gz"
+    r = cli("collect", "-o", str(b), "--sample-seconds", "0.2", timeout=300)
+    assert r.returncode == 0, r.stderr
+    with tarfile.open(b) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))
+    live = manifest["checks_at_collection"]
+    replay = cli("check", "--bundle", str(b), "--json", "--sample-seconds", "0.2", timeout=300)
+    assert replay.returncode in (0, 1), replay.stderr
+    got = [{"id": c["id"], "status": c["status"],
+            "findings": [[f["status"], f["message"]] for f in c["findings"]]}
+           for c in json.loads(replay.stdout)["checks"]]
+    assert got == live
