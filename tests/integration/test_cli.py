@@ -111,3 +111,16 @@ def test_collect_on_this_machine_replays_to_the_same_findings(cli, tmp_path):
             "findings": [[f["status"], f["message"]] for f in c["findings"]]}
            for c in json.loads(replay.stdout)["checks"]]
     assert got == live
+
+
+def test_markdown_issue_body_has_collect_env_fields(cli):
+    """The fields vllm-ascend's collect_env prints (facts/vllm-internals.md §6)."""
+    r = cli("demo", "--markdown")
+    assert r.returncode == 0
+    for field in ("PyTorch version: 2.13.0", "OS: Ubuntu 22.04.4 LTS", "GCC version: gcc",
+                  "Libc version: ldd (Ubuntu GLIBC 2.35", "Python version: 3.11.7",
+                  "Versions of relevant libraries:", "[pip3] torch_npu==2.10.0.post4",
+                  "vLLM Version: 0.23.0", "vLLM Ascend Version: 0.23.0", "ENV Variables",
+                  "NPU:", "CANN:", "Model name:"):
+        assert field in r.stdout, field
+    assert "| fail | `versions.pins` |" in r.stdout
