@@ -131,9 +131,13 @@ class BundleData:
         for kind, table in data.index.items():
             for entries in table.values():
                 for e in entries:
-                    if isinstance(e, dict) and "blob" in e and e["blob"] not in data.blobs:
-                        raise BundleError(f"{name} is truncated: blob {e['blob'][:12]}… "
-                                          f"for a {kind} entry is missing")
+                    if not isinstance(e, dict):
+                        continue
+                    for field in ("blob", "out", "err", "body"):
+                        ref = e.get(field)
+                        if isinstance(ref, str) and ref and ref not in data.blobs:
+                            raise BundleError(f"{name} is truncated: blob {ref[:12]}… "
+                                              f"for a {kind} entry is missing")
         return data
 
 
