@@ -94,7 +94,7 @@ def test_streams_record_only_the_ranges_read(sysroot, tmp_path):
         fh.seek(len(big) - 4096)
         tail = fh.read(100)
     data = BundleData.load(rec.finish("sysroot", {}).to_bytes())
-    assert sum(len(b) for b in data.blobs.values()) < 10_000
+    assert sum(len(b) for b in data.blobs.values()) < 64 * 1024  # buffered read-ahead only
     replay = BundleHost(data)
     fh = replay.open_stream("/opt/lib/libbig.so")
     assert fh.read(64) == head
