@@ -1,11 +1,19 @@
-"""ld.so.conf order: the Ascend directories must be configured, driver/lib64 first."""
+"""ld.so.conf as ldconfig reads it: the Ascend directories configured (driver/lib64 first)
+and reached, conf files world-readable in safe directories, every configured directory
+present, and an /etc/ld.so.cache newer than the conf and listing their libraries."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
+import posixpath as _pp
+
+from doctor.errors import ParseError, SourceError, SourceMissing
+from doctor.host import Host
 from doctor.model import Category, Finding
-from doctor.probes.ldconf import LdSoConf
+from doctor.probes.elf import parse_elf
+from doctor.probes.ldcache import LDCACHE, LdCache
+from doctor.probes.ldconf import LDSO_CONF, ConfFile, LdConfState, LdSoConf
 from doctor.registry import check
 
 
@@ -46,14 +54,6 @@ def driver_first(conf: LdSoConf) -> Iterator[Finding]:
 
 
 # -- reached, permissions, directories, cache, parse problems -------------------------------
-import posixpath as _pp  # noqa: E402
-
-from doctor.host import Host  # noqa: E402
-from doctor.probes.elf import parse_elf  # noqa: E402
-from doctor.errors import ParseError, SourceError, SourceMissing  # noqa: E402
-from doctor.probes.ldcache import LDCACHE, LdCache  # noqa: E402
-from doctor.probes.ldconf import LDSO_CONF, ConfFile, LdConfState  # noqa: E402
-
 MAX_STALE_SHOWN = 8
 
 

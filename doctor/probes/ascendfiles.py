@@ -8,7 +8,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from ..errors import SourceError, SourceMissing
+from ..errors import SourceMissing
 from ..host import Host
 from ..registry import provider
 from .procs import ServiceEnv, ServiceProcesses
@@ -117,9 +117,6 @@ def gather_mapped_libs(host: Host, procs: ServiceProcesses) -> MappedLibs:
     if procs.primary is None:
         raise SourceMissing("vLLM service process", "no vLLM server is running")
     pid = procs.primary.pid
-    try:
-        text = host.proc_read(pid, "maps").decode("utf-8", "replace")
-    except SourceError:
-        raise
+    text = host.proc_read(pid, "maps").decode("utf-8", "replace")
     paths = [p for p in parse_maps(text) if ".so" in posixpath.basename(p)]
     return MappedLibs(pid, tuple(paths))

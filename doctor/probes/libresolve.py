@@ -169,9 +169,7 @@ class Resolver:
             try:
                 with self.host.open_stream(path) as fh:
                     self._infos[real] = parse_elf(fh, path)
-            except (ParseError, SourceError) as exc:
-                self._infos[real] = exc.reason
-            except SourceMissing as exc:
+            except (ParseError, SourceError, SourceMissing) as exc:
                 self._infos[real] = exc.reason
             except OSError as exc:
                 self._infos[real] = f"cannot read ({exc.strerror or exc})"
@@ -330,10 +328,6 @@ def _in_closure_of(obj: _Obj, target: _Obj) -> bool:
             return True
         o = o.loader
     return False
-
-
-def provided_resolution(r: Resolution) -> bool:
-    return r.via == "provided"
 
 
 # -- the fact ------------------------------------------------------------------------------
