@@ -10,7 +10,7 @@ from typing import Iterator
 from doctor.host import Host
 from doctor.model import Category, Finding
 from doctor.probes.ascendfiles import ActiveToolkit, AscendLibIndex, MappedLibs, version_dir
-from doctor.probes.ldconf import LdSoConf
+from doctor.probes.ldconf import LdConfState, LdSoConf
 from doctor.probes.libresolve import LibResolution, Resolution
 from doctor.probes.procs import ServiceEnv
 from doctor.registry import check
@@ -51,7 +51,7 @@ def _in_container(host: Host) -> bool:
 @check("libacl.resolve", title="ld.so finds every library torch_npu / vllm_ascend need",
        category=Category.LIBS, tags=("libs", "libacl"))
 def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, host: Host,
-            conf: LdSoConf | None) -> Iterator[Finding]:
+            conf: LdSoConf | None, state: LdConfState | None = None) -> Iterator[Finding]:
     envtext = (f"LD_LIBRARY_PATH from {lr.env_source}: "
                + (":".join(lr.ld_library_path) if lr.ld_library_path else "(unset)"))
     for c in lr.closures:
@@ -67,11 +67,19 @@ def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, host: Hos
             evidence={"files": [c.target for c in foreign]})
     own_llp = [p for p in host.environ().get("LD_LIBRARY_PATH", "").split(":") if p]
     conf_dirs = {d.path: d.origin for d in conf.search_dirs} if conf else {}
+    # directories named only in conf files ldconfig does not read (ldconf.reached)
+    unread: dict[str, str] = {}
+    for u in (state.unreached if state else ()):
+        for d in u.ascend_dirs:
+            unread.setdefault(d, u.path)
+            real = host.realpath(d)
+            if real != d:
+                unread.setdefault(real, f"{u.path} (as {d})")
     groups: dict[str, list[Resolution]] = {}
     for r in lr.unresolved:
         groups.setdefault(r.name, []).append(r)
     for name, rs in groups.items():
-        yield _unresolved(name, rs, lr, env, index, own_llp, conf_dirs, envtext, host)
+        yield _unresolved(name, rs, lr, env, index, own_llp, conf_dirs, unread, host)
     if not groups:
         n = sum(len(c.resolutions) for c in lr.closures)
         yield Finding.passed(
@@ -90,12 +98,13 @@ def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, host: Hos
 
 def _unresolved(name: str, rs: list[Resolution], lr: LibResolution, env: ServiceEnv,
                 index: AscendLibIndex, own_llp: list[str], conf_dirs: dict[str, str],
-                envtext: str, host: Host) -> Finding:
+                unread: dict[str, str], host: Host) -> Finding:
     first = rs[0]
     needers = [r.needed_by for r in rs]
     who = _short(first.needed_by) + (f" (and {len(rs) - 1} more ELF files)" if len(rs) > 1 else "")
     tried = set(first.tried_dirs)
-    elsewhere = [p for p in index.where(name) if posixpath.dirname(p) not in tried]
+    elsewhere = sorted((p for p in index.where(name) if posixpath.dirname(p) not in tried),
+                       key=lambda p: ("/latest/" not in p and "/Ascend/cann/" not in p, p))
     evidence = {"library": name, "needed_by": needers, "tried": list(first.tried),
                 "skipped": list(first.skipped), "found_elsewhere": elsewhere,
                 "env_source": lr.env_source, "ld_library_path": list(lr.ld_library_path)}
@@ -115,13 +124,21 @@ def _unresolved(name: str, rs: list[Resolution], lr: LibResolution, env: Service
                 "not list it: the cache is stale or ldconfig skipped the conf file; run ldconfig",
                 subject=name, evidence=evidence, kb=("ASC-LIB-005", "ASC-LIB-004"),
                 fix="ldconf.ascend-conf", fix_params={"dirs": [d], "library": name})
+        if d in unread:
+            return Finding.fail(
+                head + where + f" — {d} is named in {unread[d]}, which ldconfig does not read "
+                "(not included from /etc/ld.so.conf, or not world-readable): fix the conf and run "
+                "ldconfig, or put it on the service's LD_LIBRARY_PATH",
+                subject=name, evidence={**evidence, "unread_conf": unread[d]},
+                kb=("ASC-LIB-002", "ASC-LIB-004", "ASC-LIB-001"), fix="ldconf.ascend-conf",
+                fix_params={"dirs": [d], "library": name, "conf": unread[d]})
         if d in own_llp and env.pid is not None:
             why = (f" — {d} is on the doctor's own LD_LIBRARY_PATH but not on the service's "
                    f"({lr.env_source}): the variable was exported in a shell and never reached "
                    "the service")
         else:
-            why = (f" — neither the service's LD_LIBRARY_PATH ({lr.env_source}) nor "
-                   f"ld.so.conf names {d}; source set_env.sh in the service's environment")
+            why = (f" — neither LD_LIBRARY_PATH (from {lr.env_source}) nor ld.so.conf "
+                   f"names {d}; source set_env.sh in the service's environment")
         return Finding.fail(head + where + why, subject=name, evidence=evidence,
                             kb="ASC-LIB-001", fix="service.env",
                             fix_params={"add_ld_library_path": [d], "library": name,

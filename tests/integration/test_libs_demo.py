@@ -20,7 +20,10 @@ def test_demo_shows_unresolved_ascend_libraries(cli):
     hccl = libs["libhccl.so"]
     assert any(n.endswith("torch_npu/lib/libtorch_npu.so") for n in hccl["evidence"]["needed_by"])
     assert "/usr/local/Ascend/ascend-toolkit/" in hccl["message"]  # where the file really is
-    assert hccl["fix"]["id"] == "service.env"
+    # its directory is named only in the unreached, mode-600 ascend.conf: the conf is the fix
+    assert hccl["fix"]["id"] == "ldconf.ascend-conf"
+    assert "/etc/ld.so.conf.d/ascend.conf (as /usr/local/Ascend/ascend-toolkit/latest/lib64)" \
+        in hccl["message"]
     # torch is installed on the demo host: its libraries are pre-loaded, never blamed
     assert "libtorch.so" not in libs and "libc10.so" not in libs
     assert checks["ldconf.reached"]["status"] == "fail"

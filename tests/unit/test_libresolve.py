@@ -244,3 +244,17 @@ def test_engine_truncated_cache_and_corrupt_elf_are_named_errors(sysroot):
     assert len(errs) == 1 and "/opt/bad/libbroken.so" in errs[0].message
     # the good library still resolves (libc found in the default dirs despite the bad cache)
     assert not [f for f in by["libacl.resolve"].findings if f.status == Status.FAIL]
+
+
+def test_libacl_resolve_points_at_the_conf_when_it_is_the_cause(sysroot):
+    from doctor.probes.ldconf import LdConfState, LdSoConf, SearchDir, UnreachedConf
+    host, lr, env, index = _ascend_host(sysroot, llp_in_service=False)
+    d = f"{TK}/8.0.0/lib64"
+    configured = LdSoConf((SearchDir(d, "/etc/ld.so.conf.d/ascend.conf:1"),), ())
+    (f,) = [x for x in resolve(lr, env, index, host, configured) if x.status == Status.FAIL]
+    assert "is configured (/etc/ld.so.conf.d/ascend.conf:1)" in f.message and "stale" in f.message
+    assert f.fix.id == "ldconf.ascend-conf" and "ASC-LIB-005" in f.kb
+    state = LdConfState((UnreachedConf("/etc/ld.so.conf.d/ascend.conf", (f"{TK}/latest/lib64",),
+                                       0o600, 0),), (), ())
+    (g,) = [x for x in resolve(lr, env, index, host, None, state) if x.status == Status.FAIL]
+    assert "which ldconfig does not read" in g.message and g.fix.id == "ldconf.ascend-conf"
