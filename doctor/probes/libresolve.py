@@ -91,10 +91,12 @@ class SearchContext:
     lib: str = "lib64"  # $LIB
     platform: str = "x86_64"  # $PLATFORM (AT_PLATFORM)
     main_origin: str | None = None  # $ORIGIN in LD_LIBRARY_PATH: the main program's dir
+    main: str | None = None  # the main program (the service's python): its DT_RPATH applies
 
 
 def expand_dst(entry: str, origin: str | None, ctx: SearchContext) -> str | None:
-    """Expand $ORIGIN/$LIB/$PLATFORM in one path entry; None when ld.so would drop it."""
+    """Expand $ORIGIN/$LIB/$PLATFORM in one path entry; None when ld.so would drop it (a
+    known token without a value, or a relative entry, which depends on the process's cwd)."""
     bad = False
 
     def sub(m: "re.Match[str]") -> str:
@@ -109,8 +111,7 @@ def expand_dst(entry: str, origin: str | None, ctx: SearchContext) -> str | None
             return ctx.lib
         if tok == "PLATFORM":
             return ctx.platform
-        bad = True  # unknown token: glibc drops the whole entry
-        return ""
+        return m.group(0)  # not a DST glibc knows: kept literally (_dl_dst_substitute)
 
     out = _DST.sub(sub, entry) if "$" in entry else entry
     if bad or not out.startswith("/"):
@@ -175,6 +176,12 @@ class Resolver:
                 self._infos[real] = f"cannot read ({exc.strerror or exc})"
         return self._infos[real]
 
+    def _main(self) -> ElfInfo | None:
+        if not self.ctx.main:
+            return None
+        info = self.info(self.ctx.main)
+        return info if isinstance(info, ElfInfo) else None
+
     # -- the search ----------------------------------------------------------------------
     def _dirs(self, loader: _Obj) -> list[tuple[str, str]]:
         """(directory, source) in ld.so's order before the cache."""
@@ -188,6 +195,12 @@ class Resolver:
                         if d:
                             out.append((d, f"RPATH of {posixpath.basename(obj.path)}"))
                 obj = obj.loader
+            main = self._main()
+            if main is not None and not main.has_runpath and self.ctx.main:
+                for e in main.rpath:  # "try the DT_RPATH of the executable itself"
+                    d = expand_dst(e, posixpath.dirname(self.ctx.main), self.ctx)
+                    if d:
+                        out.append((d, f"RPATH of {posixpath.basename(self.ctx.main)} (main)"))
         for e in self.ctx.ld_library_path:
             d = expand_dst(e, self.ctx.main_origin, self.ctx)
             if d:
@@ -404,7 +417,10 @@ def resolve_targets(host: Host, targets: list[tuple[str, str]], env: ServiceEnv,
     dirs, lib = default_dirs_for(host, machine)
     plat = _TRIPLES.get(machine, ("", "x86_64"))[1]
     llp = tuple(p for p in env.env.get("LD_LIBRARY_PATH", "").split(":") if p)
-    ctx = SearchContext(llp, dirs, lib, plat, None)
+    main = None
+    if pkgs is not None and pkgs.executable and host.exists(pkgs.executable):
+        main = host.realpath(pkgs.executable)  # ld.so takes $ORIGIN from /proc/self/exe
+    ctx = SearchContext(llp, dirs, lib, plat, posixpath.dirname(main) if main else None, main)
     res = Resolver(host, cache, ctx)
     pre, provided, note = torch_preload(host, pkgs)
     npu_lib = None

@@ -150,3 +150,9 @@ def test_fuzz_ldcache(data):
         parse_ldcache(data, "/etc/ld.so.cache")
     except ParseError as exc:
         assert "ld.so.cache" in str(exc)
+
+
+@given(st.text(max_size=400))
+def test_fuzz_maps(text):
+    from doctor.probes.ascendfiles import parse_maps
+    assert all(p.startswith("/") for p in parse_maps(text))

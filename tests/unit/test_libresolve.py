@@ -43,7 +43,8 @@ def test_expand_dst():
     assert expand_dst("$ORIGIN/../lib", "/opt/a/bin", c) == "/opt/a/lib"
     assert expand_dst("${ORIGIN}/x", "/o", c) == "/o/x"
     assert expand_dst("/opt/$LIB/$PLATFORM", None, c) == "/opt/lib/x86_64-linux-gnu/x86_64"
-    assert expand_dst("$UNKNOWN/x", "/o", c) is None and expand_dst("rel/dir", "/o", c) is None
+    assert expand_dst("/a/$UNKNOWN/x", "/o", c) == "/a/$UNKNOWN/x"  # kept literally, as glibc
+    assert expand_dst("$ORIGIN/x", None, c) is None and expand_dst("rel/dir", "/o", c) is None
 
 
 def test_rpath_inherited_runpath_not(sysroot):
@@ -100,6 +101,33 @@ def test_origin_llp_cache_and_wrong_class(sysroot):
         r4 = Resolver(sysroot.host(), cache, ctx())
         dep = {x.name: x for x in r4.closure("/opt/other/libuse2.so").resolutions}["libdep.so"]
         assert dep.via == "ld.so.cache" and dep.path == "/opt/pkg/lib/libdep.so"
+
+
+def test_wrong_machine_candidate_is_skipped(sysroot):
+    from doctor.demo.elfgen import shared_object
+    sys_libs(sysroot)
+    sysroot.write("/opt/arm/libdep.so", shared_object((), "libdep.so", machine="aarch64"))
+    sysroot.write("/opt/x86/libdep.so", shared_object((), "libdep.so"))
+    sysroot.write("/opt/app/libapp.so", shared_object(("libdep.so",), "libapp.so"))
+    r = Resolver(sysroot.host(), None, ctx(["/opt/arm", "/opt/x86"]))
+    (dep,) = r.closure("/opt/app/libapp.so").resolutions
+    assert dep.path == "/opt/x86/libdep.so" and "wrong machine EM_AARCH64" in dep.skipped[0]
+
+
+def test_main_programs_rpath_applies_to_libraries_without_runpath(sysroot):
+    """A conda python carries RPATH $ORIGIN/../lib: libraries it dlopens search there."""
+    from doctor.demo.elfgen import shared_object
+    sysroot.write("/conda/bin/python3.11", shared_object((), None, rpath="$ORIGIN/../lib"))
+    sysroot.write("/conda/lib/libstdx.so", shared_object((), "libstdx.so"))
+    sysroot.write("/site/libext.so", shared_object(("libstdx.so",), "libext.so"))
+    sysroot.write("/site/libext2.so", shared_object(("libstdx.so",), "libext2.so", runpath=""))
+    c = SearchContext((), ("/usr/lib",), "lib64", "x86_64", "/conda/bin", "/conda/bin/python3.11")
+    r = Resolver(sysroot.host(), None, c)
+    (dep,) = r.closure("/site/libext.so").resolutions
+    assert dep.path == "/conda/lib/libstdx.so" and dep.via == "RPATH"
+    assert "(main)" in dep.tried[-1]
+    (dep2,) = r.closure("/site/libext2.so").resolutions
+    assert not dep2.found  # a DT_RUNPATH (even empty) turns every RPATH off
 
 
 def _ascend_host(sysroot, llp_in_service: bool, version="8.0.0", latest="8.0.0"):
