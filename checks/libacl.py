@@ -101,7 +101,8 @@ def _unresolved(name: str, rs: list[Resolution], lr: LibResolution, env: Service
                 unread: dict[str, str], host: Host) -> Finding:
     first = rs[0]
     needers = [r.needed_by for r in rs]
-    who = _short(first.needed_by) + (f" (and {len(rs) - 1} more ELF files)" if len(rs) > 1 else "")
+    shown = [_short(n) for n in dict.fromkeys(needers)]
+    who = ", ".join(shown[:4]) + (f" (and {len(shown) - 4} more)" if len(shown) > 4 else "")
     tried = set(first.tried_dirs)
     elsewhere = sorted((p for p in index.where(name) if posixpath.dirname(p) not in tried),
                        key=lambda p: ("/latest/" not in p and "/Ascend/cann/" not in p, p))
