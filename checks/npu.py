@@ -179,10 +179,12 @@ def processes(smi: NpuSmi, host: Host, container: ContainerInfo | None) -> Itera
     per_npu: dict[int, list[str]] = {}
     for p in smi.info.processes:
         per_npu.setdefault(p.npu, []).append(f"{p.pid} {p.name} ({p.mem_mb} MB)")
-    yield Finding.info("processes per NPU: " + ("; ".join(
-        f"NPU {n}: {', '.join(v)}" for n, v in sorted(per_npu.items())) or "none"),
-        evidence={"per_npu": per_npu, "idle": list(smi.info.idle_npus)})
+    listing = "; ".join(f"NPU {n}: {', '.join(v)}" for n, v in sorted(per_npu.items()))
+    ev = {"per_npu": per_npu, "idle": list(smi.info.idle_npus)}
     if not smi.info.processes:
+        yield Finding.passed("no process holds NPU memory"
+                             + ("" if smi.info.has_process_section else
+                                " (npu-smi printed no process section)"), evidence=ev)
         return
     try:
         live = {p.pid for p in host.processes()}
@@ -204,4 +206,7 @@ def processes(smi: NpuSmi, host: Host, container: ContainerInfo | None) -> Itera
                                "NPU or find the zombie)", subject=f"NPU {p.npu}", evidence=ev,
                                kb="ASC-NPU-005")
     if not ghosts:
-        yield Finding.passed(f"all {len(smi.info.processes)} NPU process(es) are alive")
+        yield Finding.passed(f"all {len(smi.info.processes)} NPU process(es) are alive: {listing}",
+                             evidence=ev)
+    else:
+        yield Finding.info(f"processes per NPU: {listing}", evidence=ev)

@@ -20,6 +20,7 @@ VENV = CACHE / "venv-torch-npu"
 SHARED_WHEELS = Path("/work/cache/wheels")  # a copy saves bandwidth when present
 TORCH = "torch==2.13.0"
 TORCH_NPU = "torch-npu==2.14.0"
+VLLM_ASCEND = "vllm-ascend==0.23.0"
 TORCH_INSTALL_BUDGET_S = 180.0
 
 
@@ -44,6 +45,7 @@ def build() -> tuple[Path, str]:
     python = VENV / "bin" / "python"
     marker = VENV / "ascend-doctor-ready"
     if marker.exists():
+        _add_vllm_ascend(python)
         return python, marker.read_text().strip()
     if VENV.exists():
         shutil.rmtree(VENV)
@@ -61,7 +63,19 @@ def build() -> tuple[Path, str]:
                    check=True, capture_output=True)
     marker.write_text(kind + "\n")
     (VENV / "torch-install-seconds").write_text(f"{took:.1f}\n")
+    _add_vllm_ascend(python)
     return python, kind
+
+
+def _add_vllm_ascend(python: Path) -> None:
+    """The real vllm_ascend 0.23.0 wheel beside torch_npu (``--no-deps``: no vLLM, no CANN)."""
+    marker = VENV / "vllm-ascend-ready"
+    if marker.exists():
+        return
+    whl = wheel(VLLM_ASCEND, "vllm_ascend-0.23.0-*.whl")
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(whl)],
+                   check=True, capture_output=True)
+    marker.write_text("ok\n")
 
 
 if __name__ == "__main__":
