@@ -131,9 +131,12 @@ class BundleData:
         for kind, table in data.index.items():
             for entries in table.values():
                 for e in entries:
-                    if isinstance(e, dict) and "blob" in e and e["blob"] not in data.blobs:
-                        raise BundleError(f"{name} is truncated: blob {e['blob'][:12]}… "
-                                          f"for a {kind} entry is missing")
+                    if not isinstance(e, dict):
+                        continue
+                    for ref in ("blob", "out", "err", "body"):  # run/http outputs are blobs too
+                        if isinstance(e.get(ref), str) and e[ref] not in data.blobs:
+                            raise BundleError(f"{name} is truncated: blob {e[ref][:12]}… "
+                                              f"for a {kind} entry is missing")
         return data
 
 
