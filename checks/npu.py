@@ -20,6 +20,8 @@ from doctor.registry import check
 TEMP_WARN_C = 75
 TEMP_FAIL_C = 85
 HBM_WARN_PCT = 90.0
+# npu-smi info (15 s) plus at most one hung sub-command (15 s), then margin
+SMI_CHECK_TIMEOUT_S = 45.0
 HEALTH_RANK = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 2}
 
 
@@ -34,7 +36,8 @@ def _unusable(smi: NpuSmi) -> Finding | None:
     return None
 
 
-@check("npu.smi", title="npu-smi answers", category=Category.NPU, tags=("npu",))
+@check("npu.smi", title="npu-smi answers", category=Category.NPU, tags=("npu",),
+       timeout=SMI_CHECK_TIMEOUT_S)
 def smi_runs(smi: NpuSmi) -> Iterator[Finding]:
     cmd = " ".join(smi.argv)
     if smi.result.timed_out:
@@ -64,7 +67,7 @@ def smi_runs(smi: NpuSmi) -> Iterator[Finding]:
 
 
 @check("npu.health", title="Every NPU reports health OK", category=Category.NPU,
-       tags=("npu", "health"))
+       tags=("npu", "health"), timeout=SMI_CHECK_TIMEOUT_S)
 def health(smi: NpuSmi) -> Iterator[Finding]:
     skip = _unusable(smi)
     if skip:
@@ -100,7 +103,7 @@ def health(smi: NpuSmi) -> Iterator[Finding]:
 
 
 @check("npu.temperature", title="NPU temperatures are below 75 °C", category=Category.NPU,
-       tags=("npu", "health"))
+       tags=("npu", "health"), timeout=SMI_CHECK_TIMEOUT_S)
 def temperature(smi: NpuSmi) -> Iterator[Finding]:
     skip = _unusable(smi)
     if skip:
@@ -129,7 +132,7 @@ def temperature(smi: NpuSmi) -> Iterator[Finding]:
 
 
 @check("npu.hbm", title="NPU memory (HBM) has headroom", category=Category.NPU,
-       tags=("npu", "memory"))
+       tags=("npu", "memory"), timeout=SMI_CHECK_TIMEOUT_S)
 def hbm(smi: NpuSmi, procs: ServiceProcesses | None) -> Iterator[Finding]:
     skip = _unusable(smi)
     if skip:
@@ -170,7 +173,7 @@ def hbm(smi: NpuSmi, procs: ServiceProcesses | None) -> Iterator[Finding]:
 
 
 @check("npu.processes", title="NPU memory belongs to live processes", category=Category.NPU,
-       tags=("npu", "memory", "processes"))
+       tags=("npu", "memory", "processes"), timeout=SMI_CHECK_TIMEOUT_S)
 def processes(smi: NpuSmi, host: Host, container: ContainerInfo | None) -> Iterator[Finding]:
     skip = _unusable(smi)
     if skip:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Iterator
 
 from doctor.model import Category, Finding
-from doctor.probes.torchimport import TorchNpuImport
+from doctor.probes.torchimport import IMPORT_TIMEOUT_S, TorchNpuImport
 from doctor.registry import check
 
 
 @check("torch_npu.import", title="torch_npu imports in the service's interpreter",
-       category=Category.LIBS, tags=("libs", "versions", "torch_npu"))
+       category=Category.LIBS, tags=("libs", "versions", "torch_npu"),
+       timeout=IMPORT_TIMEOUT_S + 20)
 def torch_npu_import(res: TorchNpuImport) -> Iterator[Finding]:
     where = f"{res.interpreter} ({res.interpreter_source}; env: {res.env_source})"
     ev = {"interpreter": res.interpreter, "env": res.env_source, "returncode": res.returncode,

@@ -267,7 +267,7 @@ def cann_upgrade(cann: CannStack) -> Iterator[Finding]:
 
 
 @check("versions.driver-active", title="The installed NPU driver is the one running",
-       category=Category.VERSIONS, tags=("versions", "driver", "npu"))
+       category=Category.VERSIONS, tags=("versions", "driver", "npu"), timeout=45.0)
 def driver_active(cann: CannStack, smi: NpuSmi) -> Iterator[Finding]:
     if cann.driver is None:
         yield Finding.skip("no /usr/local/Ascend/driver/version.info")
@@ -320,7 +320,7 @@ def chip_family(name: str) -> str | None:
 
 
 @check("versions.chip", title="vllm-ascend was built for the chip in this host",
-       category=Category.VERSIONS, tags=("versions", "npu"))
+       category=Category.VERSIONS, tags=("versions", "npu"), timeout=45.0)
 def chip_match(build: VllmAscendBuild, smi: NpuSmi) -> Iterator[Finding]:
     if smi.info is None or not smi.info.chips:
         yield Finding.skip("npu-smi info gave no NPU rows (see npu.smi)")

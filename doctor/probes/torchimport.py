@@ -39,10 +39,11 @@ class TorchNpuImport:
 
 
 def pick_interpreter(procs: ServiceProcesses | None, options: RunOptions) -> tuple[str, str]:
-    if procs is not None and procs.primary is not None and procs.primary.interpreter:
-        return procs.primary.interpreter, f"the vLLM server's interpreter (pid {procs.primary.pid})"
+    """--python when given (the user named it), else the vLLM server's, else python3."""
     if options.python:
         return options.python, "--python"
+    if procs is not None and procs.primary is not None and procs.primary.interpreter:
+        return procs.primary.interpreter, f"the vLLM server's interpreter (pid {procs.primary.pid})"
     return "python3", "python3 on PATH (no vLLM server running, no --python)"
 
 

@@ -55,13 +55,14 @@ def test_service_interpreter_and_environment_are_used(tmp_path):
                                      exe=py))
     env = ServiceEnv({"ASCEND_HOME_PATH": "/opt/cann", "PATH": "/usr/bin:/bin"},
                      "/proc/4711/environ", 4711)
-    res = ti.gather_torch_import(LiveHost("/"), RunOptions(python="/nonexistent"),
-                                 ServiceProcesses((server,)), env)
+    res = ti.gather_torch_import(LiveHost("/"), RunOptions(), ServiceProcesses((server,)), env)
     assert res.interpreter == py and "pid 4711" in res.interpreter_source
     assert "ASCEND_HOME_PATH=/opt/cann" in res.output
     (f,) = torch_npu_import(res)
     assert f.status == Status.FAIL and "libascendcl.so" in f.message
     assert "ASC-VER-009" in f.kb and "/proc/4711/environ" in f.message
+    # an explicit --python wins over the server's interpreter
+    assert ti.pick_interpreter(ServiceProcesses((server,)), RunOptions(python="/x/python"))[0] == "/x/python"
 
 
 def test_hanging_import_is_an_error(tmp_path, monkeypatch):
