@@ -201,6 +201,11 @@ def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
                 yield Finding.fail(f"torch {found['torch']} supports Python {row['python']}; the "
                                    f"interpreter is {pkgs.python}",
                                    evidence={"source": row["source"]}, kb="ASC-VER-002")
+    if toolkit and cann.nnal and not _cann_eq(cann.nnal, toolkit):
+        bad += 1
+        yield Finding.warn(f"NNAL/ATB {cann.nnal} differs from CANN {toolkit}: vllm-ascend "
+                           "installs NNAL at the CANN version (libatb.so is built against it)",
+                           evidence={"nnal": cann.nnal, "cann": toolkit}, kb="ASC-VER-002")
     if not bad:
         what = ", ".join(f"{n} {v}" for n, v in found.items() if v)
         if toolkit:

@@ -105,3 +105,17 @@ def test_build_info_read_through_host_at_package_location(sysroot):
     sysroot.write(f"{SITE}/vllm_ascend/_build_info.py", "__device_type__ = 'A3'\n")
     b = gather_build_info(sysroot.host(), pkgs(vllm_ascend="0.23.0"))
     assert (b.device_type, b.path) == ("A3", f"{SITE}/vllm_ascend/_build_info.py")
+
+
+def test_nnal_version_file_and_mismatch(sysroot):
+    from doctor.probes.cann import gather_cann, parse_nnal_version_info
+    assert parse_nnal_version_info("version=9.1.0\n") == "9.1.0"
+    sysroot.write("/usr/local/Ascend/cann-9.1.0/x86_64-linux/ascend_toolkit_install.info",
+                  "version=9.1.0\ninnerversion=V100R001C30SPC001B100\n")
+    sysroot.symlink("/usr/local/Ascend/cann", "cann-9.1.0")
+    sysroot.write("/usr/local/Ascend/nnal/atb/latest/version.info", "version=8.5.0\n")
+    st = gather_cann(sysroot.host(), None)
+    assert st.nnal == "8.5.0"
+    p = pkgs(vllm_ascend="0.23.0", vllm="0.23.0", torch="2.10.0", torch_npu="2.10.0.post4")
+    (f,) = matrix(p, st)
+    assert f.status == Status.WARN and "NNAL/ATB 8.5.0 differs from CANN 9.1.0" in f.message
