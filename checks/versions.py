@@ -349,3 +349,32 @@ def chip_match(build: VllmAscendBuild, smi: NpuSmi) -> Iterator[Finding]:
     else:
         yield Finding.passed(f"vllm-ascend built for {build.device_type}; npu-smi shows "
                              f"{', '.join(names)}")
+
+
+def _num(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+@check("versions.driver-firmware", title="The NPU firmware is in the range the driver accepts",
+       category=Category.VERSIONS, tags=("versions", "driver", "firmware"))
+def driver_firmware(cann: CannStack) -> Iterator[Finding]:
+    drv, fw = cann.driver, cann.firmware
+    if drv is None or fw is None:
+        yield Finding.skip("needs both /usr/local/Ascend/driver/version.info and "
+                           "/usr/local/Ascend/firmware/version.info")
+        return
+    ranges = [r.split(",") for r in drv.compatible_version_fw if r.count(",") == 1]
+    if not ranges:
+        yield Finding.info(f"driver {drv.version} lists no compatible_version_fw range")
+        return
+    have = _num(fw.version)
+    ok = any(_num(lo) <= have <= _num(hi) for lo, hi in ranges)
+    text = ", ".join(f"[{lo},{hi}]" for lo, hi in ranges)
+    ev = {"firmware": fw.version, "driver": drv.version, "compatible_version_fw": text}
+    if ok:
+        yield Finding.passed(f"firmware {fw.version} is within driver {drv.version}'s range {text}",
+                             evidence=ev)
+    else:
+        yield Finding.fail(f"firmware {fw.version} is outside driver {drv.version}'s "
+                           f"compatible_version_fw {text}: upgrade the firmware package to "
+                           "the one released with the driver", evidence=ev, kb="ASC-VER-004")

@@ -209,3 +209,15 @@ def test_end_to_end_sysroot_with_npu_smi_script(sysroot):
     r = run(sysroot.host(), config=RunConfig(only=("versions.driver-active", "versions.driver-cann")))
     st = {x.check_id: x.status for x in r.results}
     assert st == {"versions.driver-active": Status.FAIL, "versions.driver-cann": Status.FAIL}
+
+
+def test_driver_firmware_range():
+    from checks.versions import driver_firmware
+    st = _stack()
+    ok = CannStack(st.toolkits, st.active, "", st.driver, parse_firmware_version_info(FIRMWARE))
+    (f,) = driver_firmware(ok)
+    assert f.status == Status.PASS and "7.1.0.11.220 is within" in f.message
+    old = parse_firmware_version_info(FIRMWARE.replace("Version=7.1.0.11.220", "Version=6.4.12.1.241"))
+    (f,) = driver_firmware(CannStack(st.toolkits, st.active, "", st.driver, old))
+    assert f.status == Status.FAIL and "outside driver 24.1.rc1's compatible_version_fw [7.0.0,7.2.99]" in f.message
+    assert [x.status for x in driver_firmware(st)] == [Status.SKIP]
