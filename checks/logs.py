@@ -1,0 +1,85 @@
+"""Knowledge-base signatures in the service's logs, and vLLM's periodic stats lines.
+
+Every file is streamed once: each line goes through ``KnowledgeBase.match_lines`` (the same
+matcher ``ascend-doctor triage`` uses) and through the stats-line parser, which stands in for
+/metrics when the server runs without it (facts/vllm-internals.md §2.5).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from doctor.errors import SourceError, SourceMissing
+from doctor.host import Host
+from doctor.model import Category, Finding
+from doctor.probes.logs import LogSources, StatsLine, iter_lines, parse_stats_line
+from doctor.registry import check
+from doctor.redact import redact_text
+
+_STATUS = {"critical": Finding.fail, "high": Finding.fail, "medium": Finding.warn,
+           "low": Finding.info}
+
+
+@check("logs.signatures", title="Known error signatures in the service's logs",
+       category=Category.LOGS, tags=("logs", "service"), timeout=60.0)
+def signatures(host: Host, sources: LogSources) -> Iterator[Finding]:
+    import knowledge
+
+    kb = knowledge.load()
+    for lf in sources.files:
+        if lf.error:
+            yield Finding.error(f"cannot read log {lf.path} ({lf.origin}): {lf.error}",
+                                subject=lf.path, evidence={"path": lf.path, "reason": lf.error})
+            continue
+        try:
+            fh = host.open_stream(lf.path)
+        except (SourceMissing, SourceError) as exc:
+            yield Finding.error(f"cannot read log {lf.path} ({lf.origin}): {exc.reason}",
+                                subject=lf.path, evidence={"path": lf.path, "reason": exc.reason})
+            continue
+        last_stats: list[StatsLine] = []
+        count = [0]
+
+        def lines() -> Iterator[str]:
+            for n, line in enumerate(iter_lines(fh, lf.size), 1):
+                count[0] = n
+                if "throughput" in line:
+                    st = parse_stats_line(line, n)
+                    if st is not None:
+                        last_stats[:] = [st]
+                yield line
+
+        try:
+            matches = kb.match_lines(lines())
+        finally:
+            fh.close()
+        tail = " (last 256 MiB)" if lf.size and lf.size > 256 * 1024 * 1024 else ""
+        for m in matches:
+            e = m.entry
+            first_no, first = m.lines[0]
+            make = _STATUS.get(e.severity, Finding.warn)
+            yield make(f"{lf.path}: {int(m.score)} line(s) match {e.id} ({e.text('title')}); "
+                       f"first at line {first_no}: {redact_text(first.strip())[:160]}",
+                       subject=lf.path,
+                       evidence={"path": lf.path, "origin": lf.origin, "entry": e.id,
+                                 "lines": [{"line": n, "text": redact_text(t)} for n, t in m.lines],
+                                 "groups": {k: redact_text(v) for k, v in m.groups.items()}},
+                       kb=e.id, fix=e.fix)
+        if last_stats:
+            st = last_stats[0]
+            ev = {"path": lf.path, "line": st.line_no, "running": st.running,
+                  "waiting": st.waiting, "kv_cache_percent": st.kv_percent,
+                  "prompt_tps": st.prompt_tps, "generation_tps": st.gen_tps}
+            text = (f"last stats line ({lf.path}:{st.line_no}): {st.running} running, "
+                    f"{st.waiting} waiting, KV cache {st.kv_percent:.1f} %")
+            if st.waiting > 100:
+                yield Finding.fail(text + " — queue deeper than 100", subject=lf.path, evidence=ev,
+                                   kb="ASC-SVC-008")
+            elif st.kv_percent >= 90.0:
+                yield Finding.warn(text + " — KV cache nearly full", subject=lf.path, evidence=ev,
+                                   kb="ASC-SVC-007")
+            else:
+                yield Finding.info(text, subject=lf.path, evidence=ev)
+        if not matches:
+            yield Finding.passed(f"{lf.path}: {count[0]} lines{tail}, no known signature",
+                                 subject=lf.path, evidence={"path": lf.path, "lines": count[0]})
