@@ -155,18 +155,18 @@ def block_size(procs: ServiceProcesses | None, http: ServiceHttp | None,
                 f"block size 16 ({source}): 16-token KV pages multiply page-table entries; the "
                 f"seed measured P99 240 ms at 16 against 215 ms at 32 (TLB pressure)",
                 subject=subj, evidence=ev, kb="ASC-CFG-001", fix="service.launch-flags",
-                fix_params={"pid": sp.pid if sp else None, "set": {"--block-size": str(good)}})
+                fix_params={"pid": sp.pid if sp else None, "set": [["--block-size", str(good)]]})
         if requested is not None and runs is not None and requested != runs:
             yield Finding.warn(
                 f"--block-size {requested} requested but the engine runs {runs} ({source}; {why}); "
                 f"the flag is ignored", subject=subj, evidence=ev, kb="ASC-CFG-002",
                 fix="service.launch-flags",
-                fix_params={"pid": sp.pid if sp else None, "set": {"--block-size": str(runs)}})
+                fix_params={"pid": sp.pid if sp else None, "set": [["--block-size", str(runs)]]})
         elif runs is None and requested is not None:
             yield Finding.fail(f"--block-size {requested}: {why}", subject=subj, evidence=ev,
                                kb="ASC-CFG-002", fix="service.launch-flags",
                                fix_params={"pid": sp.pid if sp else None,
-                                           "set": {"--block-size": "128"}})
+                                           "set": [["--block-size", "128"]]})
         elif runs != 16:
             yield Finding.passed(f"block size {runs if runs is not None else 'default'} "
                                  f"({source}; {why})", subject=subj, evidence=ev)
@@ -180,7 +180,7 @@ def batched_tokens(procs: ServiceProcesses) -> Iterator[Finding]:
         return
     for sp in procs.servers:
         n = _int(_flag(sp, "max-num-batched-tokens"))
-        ev = {"max_num_batched_tokens": n, "limit": BATCHED_TOKENS_MAX}
+        ev = {"max_num_batched": n, "limit": BATCHED_TOKENS_MAX}  # "TOKEN" keys get redacted
         if n is not None and n > BATCHED_TOKENS_MAX:
             yield Finding.warn(f"--max-num-batched-tokens {n} > {BATCHED_TOKENS_MAX}: the seed saw "
                                "P99 rise from 120 ms to 380 ms past 16384 (long batches, cache "
@@ -188,7 +188,7 @@ def batched_tokens(procs: ServiceProcesses) -> Iterator[Finding]:
                                subject=_subject(sp), evidence=ev, kb="ASC-CFG-003",
                                fix="service.launch-flags",
                                fix_params={"pid": sp.pid,
-                                           "set": {"--max-num-batched-tokens": "8192"}})
+                                           "set": [["--max-num-batched-tokens", "8192"]]})
         else:
             yield Finding.passed(f"--max-num-batched-tokens {n if n is not None else 'default'}",
                                  subject=_subject(sp), evidence=ev)
@@ -223,7 +223,7 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
                                "NPU memory manager reclaims conservatively and inference stalls "
                                "(seed); 0.9 was the stable value", subject=_subject(sp), evidence=ev,
                                kb="ASC-CFG-004", fix="service.launch-flags",
-                               fix_params={"pid": sp.pid, "set": {"--gpu-memory-utilization": "0.9"}})
+                               fix_params={"pid": sp.pid, "set": [["--gpu-memory-utilization", "0.9"]]})
         else:
             yield Finding.passed(f"--gpu-memory-utilization {util:g}", subject=_subject(sp),
                                  evidence=ev)
@@ -238,7 +238,7 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
                                evidence={"instances": [{"pid": p, "utilization": u} for p, u in users]},
                                kb="ASC-CFG-005", fix="service.launch-flags",
                                fix_params={"pids": [p for p, _ in users],
-                                           "set": {"--gpu-memory-utilization": str(share)}})
+                                           "set": [["--gpu-memory-utilization", str(share)]]})
 
 
 @check("config.parallel", title="Tensor parallelism, visible NPUs, device and collective backend",
@@ -265,7 +265,7 @@ def parallel(procs: ServiceProcesses, nodes: DavinciNodes | None) -> Iterator[Fi
                                subject=subj, evidence=ev, kb="ASC-CFG-006",
                                fix="service.launch-flags",
                                fix_params={"pid": sp.pid,
-                                           "set": {"--tensor-parallel-size": str(len(visible))}})
+                                           "set": [["--tensor-parallel-size", str(len(visible))]]})
         elif src is not None and tp * pp < len(visible) and len(procs.servers) == 1:
             yield Finding.info(f"TP {tp} × PP {pp} uses {tp * pp} of {len(visible)} visible NPUs",
                                subject=subj, evidence=ev)

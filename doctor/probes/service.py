@@ -178,6 +178,9 @@ class ServiceHttp:
 def _endpoint(path: str, r: HttpResponse, want_json: bool) -> Endpoint:
     doc = None
     error = r.error
+    declared = r.headers.get("content-length", "") if r.headers else ""
+    if error is None and declared.isdigit() and int(declared) > len(r.body) and not r.truncated:
+        error = f"connection closed mid-body after {len(r.body)} of {declared} bytes"
     if r.status is not None and want_json and 200 <= r.status < 300 and error is None:
         try:
             doc = json.loads(r.body.decode("utf-8"))
@@ -210,11 +213,8 @@ def gather_http(host: Host, base: str, given: bool, api_key: str | None,
         r = host.http_get(base + "/metrics", timeout=HTTP_TIMEOUT, cap=METRICS_CAP)
         ep = _endpoint("/metrics", r, want_json=False)
         eps["/metrics"] = ep
-        if r.status is None or r.error or not (200 <= r.status < 300):
-            err = ep.describe() if r.status is None or r.error else f"GET /metrics: HTTP {r.status}"
-            break
-        if r.truncated:
-            err = f"GET /metrics: body over {METRICS_CAP} bytes (truncated)"
+        if r.status is None or ep.error or not (200 <= r.status < 300):
+            err = ep.describe() if r.status is None or ep.error else f"GET /metrics: HTTP {r.status}"
             break
         try:
             snap = parse_metrics(r.text, base + "/metrics")
