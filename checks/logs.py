@@ -7,14 +7,60 @@ matcher ``ascend-doctor triage`` uses) and through the stats-line parser, which 
 
 from __future__ import annotations
 
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
 
 from doctor.errors import SourceError, SourceMissing
 from doctor.host import Host
 from doctor.model import Category, Finding
-from doctor.probes.logs import LogSources, StatsLine, iter_lines, parse_stats_line
+from doctor.probes.logs import (LinePrefilter, LogSources, StatsLine, iter_lines,
+                                parse_stats_line)
 from doctor.registry import check
 from doctor.redact import redact_text
+
+CHUNK = 4096
+
+
+@dataclass
+class _Acc:
+    entry: object
+    count: int = 0
+    lines: list = field(default_factory=list)
+    groups: dict = field(default_factory=dict)
+
+
+def match_stream(kb, lines: Iterable[str], on_line=None) -> list[_Acc]:
+    """``kb.match_lines`` over a stream, a chunk of candidate lines at a time (the literal
+    prefilter skips lines no signature can match), with the file's own line numbers."""
+    pre = LinePrefilter([p for e in kb.entries.values() for p in e.signatures])
+    acc: dict[str, _Acc] = {}
+    chunk: list[str] = []
+    numbers: list[int] = []
+
+    def flush() -> None:
+        for m in kb.match_lines(chunk):
+            a = acc.setdefault(m.entry.id, _Acc(m.entry))
+            a.count += int(m.score)
+            for n, text in m.lines:
+                if len(a.lines) < 5:
+                    a.lines.append((numbers[n - 1], text))
+            for k, v in m.groups.items():
+                a.groups.setdefault(k, v)
+        chunk.clear()
+        numbers.clear()
+
+    for n, line in enumerate(lines, 1):
+        if on_line is not None:
+            on_line(n, line)
+        if pre.candidate(line):
+            chunk.append(line)
+            numbers.append(n)
+            if len(chunk) >= CHUNK:
+                flush()
+    if chunk:
+        flush()
+    return sorted(acc.values(), key=lambda a: (-a.count, a.entry.id))
+
 
 _STATUS = {"critical": Finding.fail, "high": Finding.fail, "medium": Finding.warn,
            "low": Finding.info}
@@ -40,17 +86,15 @@ def signatures(host: Host, sources: LogSources) -> Iterator[Finding]:
         last_stats: list[StatsLine] = []
         count = [0]
 
-        def lines() -> Iterator[str]:
-            for n, line in enumerate(iter_lines(fh, lf.size), 1):
-                count[0] = n
-                if "throughput" in line:
-                    st = parse_stats_line(line, n)
-                    if st is not None:
-                        last_stats[:] = [st]
-                yield line
+        def on_line(n: int, line: str) -> None:
+            count[0] = n
+            if "throughput" in line:
+                st = parse_stats_line(line, n)
+                if st is not None:
+                    last_stats[:] = [st]
 
         try:
-            matches = kb.match_lines(lines())
+            matches = match_stream(kb, iter_lines(fh, lf.size), on_line)
         finally:
             fh.close()
         tail = " (last 256 MiB)" if lf.size and lf.size > 256 * 1024 * 1024 else ""
@@ -58,7 +102,7 @@ def signatures(host: Host, sources: LogSources) -> Iterator[Finding]:
             e = m.entry
             first_no, first = m.lines[0]
             make = _STATUS.get(e.severity, Finding.warn)
-            yield make(f"{lf.path}: {int(m.score)} line(s) match {e.id} ({e.text('title')}); "
+            yield make(f"{lf.path}: {m.count} line(s) match {e.id} ({e.text('title')}); "
                        f"first at line {first_no}: {redact_text(first.strip())[:160]}",
                        subject=lf.path,
                        evidence={"path": lf.path, "origin": lf.origin, "entry": e.id,

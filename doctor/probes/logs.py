@@ -110,3 +110,59 @@ def parse_stats_line(line: str, line_no: int = 0) -> StatsLine | None:
         return None
     return StatsLine(line_no, float(m["prompt"]), float(m["gen"]), int(m["running"]),
                      int(m["waiting"]), float(m["kv"]))
+
+
+def required_literal(pattern: str) -> str | None:
+    """The longest literal run every match of ``pattern`` must contain (lower-cased), or None.
+
+    Only top-level literals (and literals inside plain top-level groups) count: anything under
+    an alternation, an optional or a repeat may be absent from a match.
+    """
+    try:
+        from re import _parser as sre  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover
+        import sre_parse as sre  # type: ignore[no-redef]
+    try:
+        tree = sre.parse(pattern)
+    except Exception:
+        return None
+    best, run = "", []
+
+    def flush() -> None:
+        nonlocal best
+        s = "".join(run)
+        if len(s) > len(best):
+            best = s
+        run.clear()
+
+    def walk(items) -> None:
+        for op, av in items:
+            name = str(op)
+            if name == "LITERAL":
+                run.append(chr(av))
+            elif name == "SUBPATTERN":
+                walk(av[-1])
+            elif name in ("AT",):
+                continue
+            else:
+                flush()
+    walk(tree)
+    flush()
+    best = best.lower()
+    return best if len(best) >= 3 else None
+
+
+class LinePrefilter:
+    """Cheap test before the regexes: a line can only match an entry if it holds one of the
+    entry's required literals. Entries without one are always tried."""
+
+    def __init__(self, patterns: "list[str]") -> None:
+        lits = [required_literal(p) for p in patterns]
+        self.always = any(lit is None for lit in lits)
+        self.literals = sorted({lit for lit in lits if lit})
+
+    def candidate(self, line: str) -> bool:
+        if self.always:
+            return True
+        low = line.lower()
+        return any(lit in low for lit in self.literals)

@@ -169,3 +169,14 @@ def test_cli_named_finding_for_each_failure_within_timeout(cli, tmp_path, mode, 
     h = _findings(doc, "service.health")[0]
     assert h["status"] == "fail" and kb in h["kb"], h
     assert took < 15, f"took {took:.1f} s"
+
+
+@pytest.mark.parametrize("leak,status", [("1", "fail"), ("0", "pass")])
+def test_leak_watch_through_exporter_metrics(cli, tmp_path, leak, status):
+    with fake_vllm(tmp_path, env={"FAKE_LEAK": leak, "FAKE_RUNNING": "0"}) as (_p, port, _l):
+        doc, took = _check(cli, "--service", f"http://127.0.0.1:{port}", "--only", "leak",
+                           "--watch", "2")
+    f = _findings(doc, "leak.npu-memory")[0]
+    assert f["status"] == status, f
+    assert f["evidence"]["source"].endswith("/metrics (exporter)") and f["evidence"]["samples"] >= 3
+    assert took < 20
