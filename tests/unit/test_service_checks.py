@@ -274,3 +274,18 @@ def test_clean_log_passes(sysroot):
 
 def test_options_default_sample_seconds():
     assert RunOptions().sample_seconds == 3.0
+
+
+def test_perf_provider_counted_and_unsupported(sysroot):
+    from doctor.probes.faults import gather_perf_tlb
+    p = procs(server())
+    sysroot.script("/usr/bin/perf", "echo '81234567,,dTLB-load-misses,1001234567,100.00,,' >&2\n"
+                                    "echo '4123456789,,dTLB-loads,1001234567,100.00,,' >&2\n")
+    got = gather_perf_tlb(sysroot.host(), p)
+    assert got.skipped is None and got.misses == 81234567 and got.loads == 4123456789
+    f = list(tlb.perf(got))[0]
+    assert f.status == Status.WARN and "1.97 %" in f.message
+    sysroot.script("/usr/bin/perf", "echo '<not supported>,,dTLB-load-misses,0,100.00,,' >&2\n")
+    got = gather_perf_tlb(sysroot.host(), p)
+    assert "not supported" in got.skipped
+    assert statuses(tlb.perf(got)) == [Status.SKIP]
