@@ -294,8 +294,9 @@ def parallel(procs: ServiceProcesses, nodes: DavinciNodes | None) -> Iterator[Fi
                          kb="ASC-CFG-007", fix="service.launch-flags",
                          fix_params={"pid": sp.pid, "remove": ["--distributed-backend"]})
         if not bad:
-            yield Finding.passed(f"TP {tp} × PP {pp} on {len(visible) or '?'} visible NPUs",
-                                 subject=subj, evidence=ev)
+            where = (f"on {len(visible)} visible NPUs" if src is not None else
+                     "(no ASCEND_RT_VISIBLE_DEVICES and no /dev/davinci* nodes to compare with)")
+            yield Finding.passed(f"TP {tp} × PP {pp} {where}", subject=subj, evidence=ev)
 
 
 @check("config.prefix-caching", title="Prefix caching and chunked prefill as the engine runs them",
