@@ -25,7 +25,7 @@ def _fmt(n: float) -> str:
 
 
 @check("tlb.faults", title="Page-fault rates of the vLLM server and its workers",
-       category=Category.PERFORMANCE, tags=("tlb", "service", "memory"), timeout=30.0)
+       category=Category.PERFORMANCE, tags=("tlb", "service", "memory"), timeout=75.0)
 def faults(sf: ServiceFaults, hp: HugePages | None, procs: ServiceProcesses | None,
            http: ServiceHttp | None) -> Iterator[Finding]:
     effective = cache_config(http).get("block_size")
