@@ -180,3 +180,19 @@ def test_leak_watch_through_exporter_metrics(cli, tmp_path, leak, status):
     assert f["status"] == status, f
     assert f["evidence"]["source"].endswith("/metrics (exporter)") and f["evidence"]["samples"] >= 3
     assert took < 20
+
+
+def test_collected_bundle_replays_the_same_service_findings(cli, tmp_path):
+    out = tmp_path / "svc.tar.gz"
+    with fake_vllm(tmp_path, env={"FAKE_FAULTS": "1"}) as (proc, port, _l):
+        r = cli("collect", "-o", str(out), "--service", f"http://127.0.0.1:{port}", "--pid",
+                str(proc.pid), "--sample-seconds", "1", "--only", "tlb.faults,service.metrics,"
+                "config.block-size", timeout=90)
+        assert r.returncode == 0, r.stderr
+    doc, took = _check(cli, "--bundle", str(out), "--only", "tlb.faults,service.metrics,"
+                       "config.block-size")
+    assert took < 10
+    tlb = _findings(doc, "tlb.faults")[0]
+    assert tlb["evidence"]["minor_per_s"] > 0 and abs(tlb["evidence"]["seconds"] - 1.0) < 0.5
+    assert any("KV cache 97 %" in f["message"] for f in _findings(doc, "service.metrics"))
+    assert _findings(doc, "config.block-size")[0]["evidence"]["effective"] == 16
