@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from doctor.model import Category, Finding
 from doctor.probes.packages import Packages
-from doctor.probes.procs import ServiceProcess, ServiceProcesses
+from doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
 from doctor.probes.service import DavinciNodes, ServiceHttp, cache_config
 from doctor.redact import redact_argv
 from doctor.registry import check
@@ -313,9 +313,49 @@ def prefix_caching(procs: ServiceProcesses | None, http: ServiceHttp | None) -> 
     state = (eff == "True") if eff is not None else (True if flag is None else flag)
     src = "vllm:cache_config_info" if eff is not None else (
         "command line" if flag is not None else "vLLM V1 default")
+    hit = None
+    if http is not None and http.scrapes:
+        last = http.scrapes[-1]
+        q = last.value("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+        h = last.value("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+        hit = (h / q) if (q and h is not None) else None
     ev = {"flag": flag, "effective": eff, "source": src,
-          "hash_algo": cc.get("prefix_caching_hash_algo")}
+          "hash_algo": cc.get("prefix_caching_hash_algo"), "hit_rate": hit}
     yield Finding.info(f"prefix caching {'on' if state else 'off'} ({src})"
+                       + (f", hit rate {hit * 100:.1f} % of queried tokens" if hit is not None else "")
                        + ("" if state else "; every request recomputes its prompt (the seed turned "
                           "it off for 128K contexts)"),
                        subject=_subject(sp) if sp else "service", evidence=ev, kb="ASC-CFG-008")
+
+
+@check("config.env-knobs", title="Allocator and collective-communication variables of the service",
+       category=Category.CONFIG, tags=("service", "config", "env"))
+def env_knobs(senv: ServiceEnv) -> Iterator[Finding]:
+    """Names and booleans only: environment values never reach a message."""
+    env = senv.env
+    subj = f"pid {senv.pid}" if senv.pid else "environment"
+    both = "PYTORCH_NPU_ALLOC_CONF" in env and "PYTORCH_ALLOC_CONF" in env
+    nccl = sorted(k for k in env if k.startswith("NCCL_"))
+    hccl = sorted(k for k in env if k.startswith("HCCL_"))
+    expandable = "expandable_segments:true" in (env.get("PYTORCH_NPU_ALLOC_CONF", "")
+                                                 + env.get("PYTORCH_ALLOC_CONF", "")).lower()
+    ev = {"source": senv.source, "alloc_conf_vars": [k for k in ("PYTORCH_NPU_ALLOC_CONF",
+                                                                 "PYTORCH_ALLOC_CONF") if k in env],
+          "expandable_segments": expandable, "nccl_vars": nccl, "hccl_vars": hccl}
+    bad = False
+    if both:
+        bad = True
+        yield Finding.fail("both PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF are set in "
+                           f"{senv.source}: torch_npu 26.2+ with PyTorch >= 2.10 treats them as "
+                           "aliases and exits when both are set", subject=subj, evidence=ev,
+                           kb="ASC-PERF-004", fix="service.env",
+                           fix_params={"unset": ["PYTORCH_ALLOC_CONF"]})
+    if nccl:
+        bad = True
+        yield Finding.warn(f"{', '.join(nccl)} set in {senv.source}: NCCL is CUDA-only, these "
+                           "have no effect on Ascend (the HCCL_* variables do)", subject=subj,
+                           evidence=ev, kb="ASC-CFG-007")
+    if not bad:
+        yield Finding.passed(f"allocator: expandable segments {'on' if expandable else 'off'}; "
+                             f"{len(hccl)} HCCL_* variables ({senv.source})", subject=subj,
+                             evidence=ev)

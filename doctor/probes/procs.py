@@ -26,7 +26,8 @@ def is_vllm_server(cmdline: tuple[str, ...]) -> bool:
         return False
     for i, arg in enumerate(cmdline):
         base = posixpath.basename(arg)
-        if base == "vllm" and i + 1 < len(cmdline) and cmdline[i + 1] == "serve":
+        if (base == "vllm" or arg == "vllm.entrypoints.cli.main") and i + 1 < len(cmdline) \
+                and cmdline[i + 1] == "serve":
             return True
         if arg in _SERVER_MODULES or any(arg.endswith(m.replace(".", "/") + ".py")
                                          for m in _SERVER_MODULES):
@@ -65,7 +66,8 @@ def parse_vllm_args(argv: "tuple[str, ...] | list[str]") -> tuple[dict[str, "str
     argv = list(argv)
     start = 0
     for i, a in enumerate(argv):
-        if a == "serve" and i > 0 and posixpath.basename(argv[i - 1]) == "vllm":
+        if a == "serve" and i > 0 and (posixpath.basename(argv[i - 1]) == "vllm"
+                                       or argv[i - 1] == "vllm.entrypoints.cli.main"):
             start = i + 1
             break
         if a in _SERVER_MODULES or any(a.endswith(m.replace(".", "/") + ".py")

@@ -289,3 +289,26 @@ def test_perf_provider_counted_and_unsupported(sysroot):
     got = gather_perf_tlb(sysroot.host(), p)
     assert "not supported" in got.skipped
     assert statuses(tlb.perf(got)) == [Status.SKIP]
+
+
+def test_env_knobs():
+    from doctor.probes.procs import ServiceEnv
+    bad = ServiceEnv({"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True",
+                      "PYTORCH_ALLOC_CONF": "expandable_segments:True", "NCCL_DEBUG": "INFO",
+                      "HF_TOKEN": "hf_xyz_secret"}, "/proc/4711/environ", 4711)
+    fs = list(config.env_knobs(bad))
+    assert [f.kb[0] for f in fs] == ["ASC-PERF-004", "ASC-CFG-007"]
+    assert fs[0].status == Status.FAIL and fs[0].fix.id == "service.env"
+    assert "hf_xyz" not in repr(fs)
+    ok = ServiceEnv({"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True", "HCCL_CONNECT_TIMEOUT": "1200"},
+                    "/proc/1/environ", 1)
+    f = list(config.env_knobs(ok))[0]
+    assert f.status == Status.PASS and "expandable segments on" in f.message
+
+
+def test_vllm_cli_main_module_is_a_server():
+    from doctor.probes.procs import is_vllm_server
+    argv = ("python3", "-m", "vllm.entrypoints.cli.main", "serve", "Qwen/Qwen3-8B", "--port", "9000")
+    assert is_vllm_server(argv)
+    flags, pos = parse_vllm_args(argv)
+    assert pos == "Qwen/Qwen3-8B" and flags == {"port": "9000"}

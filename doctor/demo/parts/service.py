@@ -35,6 +35,7 @@ ENVIRON = {
     "LD_LIBRARY_PATH": "/usr/local/lib:/usr/lib/x86_64-linux-gnu",
     "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7",
     "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
+    "NCCL_SOCKET_IFNAME": "eth0",  # copied from a GPU host: no effect on Ascend
     "HF_TOKEN": "hf_demoSecretToken1234567890abcdef",
     "VLLM_API_KEY": "sk-demo-0123456789abcdef",
 }
