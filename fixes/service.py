@@ -174,11 +174,9 @@ def rewrite_flags(argv: list[str], flags: dict[str, str | None]) -> list[str]:
 def launch_flags(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "cfg.launch-flags"
     flags = dict(params.get("flags") or {})
-    for k in list(params):  # --param block-size=128 style
-        if k.startswith("--") or k in ("block-size", "block_size", "max-num-batched-tokens",
-                                       "max_num_batched_tokens", "gpu-memory-utilization",
-                                       "gpu_memory_utilization"):
-            flags[k] = params.pop(k)
+    for k in list(params):  # --param block-size=128 style: every other key is a flag
+        if k not in ("unit", "cmdline", "flags"):
+            flags["--" + k.lstrip("-").replace("_", "-")] = params.pop(k)
     plan = Plan("service.launch-flags", "Correct the vLLM launch flags",
                 {**params, "flags": flags}, verify=verify)
     if not flags:
@@ -216,8 +214,7 @@ def launch_flags(ctx: FixContext, params: dict) -> Plan:
         plan.notes.append(f"current launch line: {cmd}")
         plan.manual.append(Manual("Restart vLLM with the corrected launch line:",
                                   "用修正后的启动命令重启 vLLM：", new_cmd))
-    bs = str(flags.get("--block-size") or flags.get("block-size") or flags.get("block_size")
-             or "")
+    bs = str(flags.get("--block-size") or "")
     if bs and bs != "128":
         try:
             from doctor.probes.packages import Packages

@@ -210,10 +210,14 @@ class KnowledgeBase:
         return [e for _, _, e in sorted(scored, key=lambda t: (t[0], t[1]))]
 
     def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5) -> list[Match]:
-        """Rank entries by how many distinct lines their signatures match (streaming)."""
+        """Rank entries by how many distinct lines their signatures match (streaming).
+
+        Ties break on the longest matched text (the more specific signature), then the id.
+        """
         hits: dict[str, list[tuple[int, str]]] = {}
         groups: dict[str, dict[str, str]] = {}
         counts: dict[str, int] = {}
+        span: dict[str, int] = {}  # longest matched text: a longer match is more specific
         entries = [e for e in self.entries.values() if e.signatures]
         for n, line in enumerate(lines, 1):
             for e in entries:
@@ -221,6 +225,7 @@ class KnowledgeBase:
                     m = rx.search(line)
                     if m:
                         counts[e.id] = counts.get(e.id, 0) + 1
+                        span[e.id] = max(span.get(e.id, 0), m.end() - m.start())
                         lst = hits.setdefault(e.id, [])
                         if len(lst) < limit_lines_per_entry:
                             lst.append((n, line.rstrip("\n")[:500]))
@@ -230,8 +235,8 @@ class KnowledgeBase:
         out = []
         for eid, cnt in counts.items():
             e = self.entries[eid]
-            specificity = max(len(p) for p in e.signatures) / 100.0
-            out.append(Match(e, cnt + min(specificity, 0.99), tuple(hits[eid]), groups.get(eid, {})))
+            specificity = min(span.get(eid, 0) / 200.0, 0.99)
+            out.append(Match(e, cnt + specificity, tuple(hits[eid]), groups.get(eid, {})))
         return sorted(out, key=lambda m: (-m.score, m.entry.id))
 
 
