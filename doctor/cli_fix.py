@@ -56,10 +56,25 @@ def _context(root: str | None, bundle: str | None, demo_root: str | None, option
     return ctx, (lambda: LiveHost("/"))
 
 
-def _fixable(factory, options) -> list[dict[str, Any]]:
-    from .engine import run
+def checks_for(recipe_id: str, default: str | None) -> list[str]:
+    """The installed checks that can point at a recipe: its own, and those the knowledge
+    base lists for entries whose fix is this recipe (so only those run before a fix)."""
+    from knowledge import load
+
     from .registry import Registry
-    report = run(factory(), options, Registry.discover(plugins=False))
+    installed = set(Registry.discover(plugins=False).checks)
+    ids = {default} if default else set()
+    ids |= {c for e in load().entries.values() if e.fix == recipe_id for c in e.checks}
+    return sorted(i for i in ids if i in installed)
+
+
+def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, Any]]:
+    from .engine import RunConfig, run
+    from .registry import Registry
+    if only is not None and not only:
+        return []
+    report = run(factory(), options, Registry.discover(plugins=False),
+                 RunConfig(only=tuple(only or ())))
     return [{"check": r.check_id, "status": f.status.value, "message": f.message,
              "fix": f.fix.id, "params": dict(f.fix.params), "kb": list(f.kb)}
             for r, f in report.findings() if f.fix is not None
@@ -80,19 +95,38 @@ def _fixable(factory, options) -> list[dict[str, Any]]:
 @click.option("--yes", "-y", is_flag=True, help="Do not ask (non-interactive use).")
 @click.option("--undo", "undo_id", is_flag=False, flag_value="latest", default=None,
               metavar="[JOURNAL-ID]", help="Restore what a fix changed (the latest by default).")
+@click.option("--journal", "show_journal", is_flag=True,
+              help="List the applied fixes (newest last) and exit.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
-def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, as_json,
-            lang) -> None:
+def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, show_journal,
+            as_json, lang) -> None:
     """Show the plan of a fix (dry run), apply it with --apply, undo with --undo.
 
     Without RECIPE_ID: the fixable findings of a run on the chosen target.
     """
-    from fixes import FixRegistry
+    from fixes import FixRegistry, plan_for
     from fixes.apply import FixFailed, FixRefused, apply_plan, undo
 
     lang = lang or default_lang()
     out = (lambda d: click.echo(json.dumps(d, indent=2, ensure_ascii=False))) if as_json else None
+    if show_journal:
+        from fixes.journal import Journal, list_ids, state_dir
+        rows = []
+        for jid in list_ids():
+            d = Journal.load(jid).data
+            rows.append({"id": jid, "recipe": d.get("recipe"), "state": d.get("state"),
+                         "write_root": d.get("write_root"),
+                         "files": [t["path"] for t in d.get("targets", [])]})
+        if out:
+            out({"journal": rows, "dir": state_dir()})
+        else:
+            for r in rows:
+                click.echo(f"{r['id']}  {r['state']:<10} {r['write_root']}  "
+                           f"{', '.join(r['files'])}")
+            if not rows:
+                click.echo(f"no fix applied yet ({state_dir()})")
+        return
     if undo_id is not None:
         res = undo(None if undo_id == "latest" else undo_id)
         if out:
@@ -111,7 +145,12 @@ def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, 
         elif not rows:
             click.echo("nothing to fix: no failing finding points at a recipe")
         else:
+            shown = set()
             for r in rows:
+                key = (r["check"], r["fix"])
+                if key in shown:  # one line per check and recipe: the plan covers them all
+                    continue
+                shown.add(key)
                 extra = " ".join(f"--param {k}={v}" for k, v in r["params"].items()
                                  if isinstance(v, (str, int, float)))
                 click.echo(f"{r['status']:5} {r['check']}: {r['message']}\n"
@@ -120,16 +159,13 @@ def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, 
     spec = FixRegistry.discover().get(recipe_id)
     merged: dict[str, Any] = {}
     verify = spec.check
-    for row in _fixable(factory, options) if spec.check else []:
+    for row in _fixable(factory, options, checks_for(recipe_id, spec.check)):
         if row["fix"] == recipe_id:  # what the check knows, then the user's overrides
             merged.update(row["params"])
             verify = row["check"]
             break
     merged.update(_params(params))
-    merged["_verify"] = verify
-    plan = spec.plan(ctx, merged)
-    plan.params.pop("_verify", None)
-    plan.verify = plan.verify or verify
+    plan = plan_for(ctx, recipe_id, merged, verify)
     if not do_apply:
         if out:
             out({"plan": plan.to_dict(lang), "target": ctx.write_root, "applied": False})

@@ -108,12 +108,14 @@ def _versions_for(root, bundle, demo, given) -> dict[str, str] | None:
 @click.option("--version", "given", multiple=True, metavar="COMPONENT=VERSION",
               help="A version to decide advice on (cann=8.0.RC1, vllm_ascend=0.9.1).")
 def explain_cmd(ident: str, lang: str | None, as_json: bool, root, bundle, demo, given) -> None:
-    """Explain a knowledge-base entry: by id (ASC-LIB-003) or alias (EZ9999, 207018)."""
+    """Explain a knowledge-base entry: by id (ASC-LIB-003), alias (EZ9999, 207018) or the
+    id of a check (every entry it may raise)."""
     from knowledge import load
 
     lang = lang or default_lang()
     kb = load()
-    found = kb.lookup(ident)
+    found = kb.lookup(ident) or sorted((e for e in kb.entries.values() if ident in e.checks),
+                                       key=lambda e: e.id)  # a check id: what it may raise
     if not found:
         near = [e.id for e in kb.search(ident)][:5]
         raise UsageError(f"no knowledge entry {ident!r}"

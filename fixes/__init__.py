@@ -69,3 +69,17 @@ class FixRegistry:
         except KeyError:
             raise UsageError(f"unknown fix recipe {id!r} (known: "
                              f"{', '.join(sorted(self.recipes))})") from None
+
+
+def plan_for(ctx: Any, fix: Any, params: dict[str, Any] | None = None,
+             check: str | None = None, registry: FixRegistry | None = None):
+    """The plan for a finding's fix (a ``FixRef`` or a recipe id), verified by ``check``
+    (the finding's check) or the recipe's own. What the TUI and the CLI both call."""
+    rid = getattr(fix, "id", fix)
+    merged = {**dict(getattr(fix, "params", {}) or {}), **dict(params or {})}
+    spec = (registry or FixRegistry.discover()).get(rid)
+    merged["_verify"] = check or spec.check
+    plan = spec.plan(ctx, merged)
+    plan.params.pop("_verify", None)
+    plan.verify = plan.verify or check or spec.check
+    return plan

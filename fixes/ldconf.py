@@ -44,8 +44,9 @@ def order_dirs(dirs: list[str]) -> list[str]:
 @recipe("ldconf.ascend-conf", title="Ascend libraries in ascend.conf, driver/lib64 first",
         check="ldconf.order")
 def ascend_conf(ctx: FixContext, params: dict) -> Plan:
+    verify = params.pop("_verify", None) or "ldconf.order"
     plan = Plan("ldconf.ascend-conf", "Ascend libraries in ascend.conf, driver/lib64 first",
-                params, verify="ldconf.order")
+                params, verify=verify)
     # every Ascend directory configured anywhere, in the order ldconfig would see them
     files = [LDSO_CONF] + sorted(ctx.glob("/etc/ld.so.conf.d/*.conf"))
     found: list[str] = []

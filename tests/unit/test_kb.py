@@ -25,7 +25,10 @@ def test_advice_follows_the_versions_found():
     assert len(new) == 1 and "不会生效" in new[0]
     assert e.advice_for({}) == []  # unknown version: no advice claims to hold
     conds = [c for c, _ in e.advice_table()]
-    assert conds == ["vllm_ascend <0.9.1", "vllm_ascend >=0.9.1,<0.11", "vllm_ascend >=0.11"]
+    assert conds == ["vllm_ascend <0.9.1", "vllm_ascend >=0.9.1,<0.11",
+                     "vllm_ascend >=0.23, model in deepseek_v4/DeepSeek-V4", "vllm_ascend >=0.11"]
+    ds = e.advice_for({"vllm_ascend": "0.23.0", "model": "deepseek-ai/DeepSeek-V4"})
+    assert len(ds) == 2 and "32 holds for this model" in ds[0]
 
 
 def test_conditions_understand_cann_spellings():
