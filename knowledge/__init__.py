@@ -209,29 +209,44 @@ class KnowledgeBase:
             scored.append((-score, e.id, e))
         return [e for _, _, e in sorted(scored, key=lambda t: (t[0], t[1]))]
 
+    def _flat(self) -> tuple[list[tuple[Entry, "re.Pattern[str]"]], Any]:
+        """Every (entry, compiled signature) in entry order, and the gate over them."""
+        if not hasattr(self, "_flat_cache"):
+            from .gate import Gate
+            flat = [(e, rx) for e in self.entries.values() for rx in e.compiled]
+            self._flat_cache = (flat, Gate([rx.pattern for _, rx in flat]))
+        return self._flat_cache
+
     def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5) -> list[Match]:
         """Rank entries by how many distinct lines their signatures match (streaming).
 
         Ties break on the longest matched text (the more specific signature), then the id.
+        A literal pre-filter (knowledge/gate.py) skips the regexes that cannot match a line.
         """
         hits: dict[str, list[tuple[int, str]]] = {}
         groups: dict[str, dict[str, str]] = {}
         counts: dict[str, int] = {}
         span: dict[str, int] = {}  # longest matched text: a longer match is more specific
-        entries = [e for e in self.entries.values() if e.signatures]
+        flat, gate = self._flat()
         for n, line in enumerate(lines, 1):
-            for e in entries:
-                for rx in e.compiled:
-                    m = rx.search(line)
-                    if m:
-                        counts[e.id] = counts.get(e.id, 0) + 1
-                        span[e.id] = max(span.get(e.id, 0), m.end() - m.start())
-                        lst = hits.setdefault(e.id, [])
-                        if len(lst) < limit_lines_per_entry:
-                            lst.append((n, line.rstrip("\n")[:500]))
-                        groups.setdefault(e.id, {}).update(
-                            {k: v for k, v in m.groupdict().items() if v})
-                        break
+            cands = gate.candidates(line)
+            if not cands:
+                continue
+            done: set[str] = set()
+            for i in sorted(cands):
+                e, rx = flat[i]
+                if e.id in done:
+                    continue  # one count per entry and line
+                m = rx.search(line)
+                if not m:
+                    continue
+                done.add(e.id)
+                counts[e.id] = counts.get(e.id, 0) + 1
+                span[e.id] = max(span.get(e.id, 0), m.end() - m.start())
+                lst = hits.setdefault(e.id, [])
+                if len(lst) < limit_lines_per_entry:
+                    lst.append((n, line.rstrip("\n")[:500]))
+                groups.setdefault(e.id, {}).update({k: v for k, v in m.groupdict().items() if v})
         out = []
         for eid, cnt in counts.items():
             e = self.entries[eid]
