@@ -95,12 +95,13 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
 @click.option("--yes", "-y", is_flag=True, help="Do not ask (non-interactive use).")
 @click.option("--undo", "undo_id", is_flag=False, flag_value="latest", default=None,
               metavar="[JOURNAL-ID]", help="Restore what a fix changed (the latest by default).")
+@click.option("--force", is_flag=True, help="With --undo: restore even files edited since.")
 @click.option("--journal", "show_journal", is_flag=True,
               help="List the applied fixes (newest last) and exit.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
-def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, show_journal,
-            as_json, lang) -> None:
+def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, force,
+            show_journal, as_json, lang) -> None:
     """Show the plan of a fix (dry run), apply it with --apply, undo with --undo.
 
     Without RECIPE_ID: the fixable findings of a run on the chosen target.
@@ -128,7 +129,7 @@ def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, 
                 click.echo(f"no fix applied yet ({state_dir()})")
         return
     if undo_id is not None:
-        res = undo(None if undo_id == "latest" else undo_id)
+        res = undo(None if undo_id == "latest" else undo_id, force=force)
         if out:
             out({"undo": res})
         else:

@@ -213,11 +213,18 @@ def _lines(source: str) -> Iterator[str]:
         yield from stream
         return
     try:
-        fh = open(source, "r", encoding="utf-8", errors="replace")
+        if source.endswith(".gz"):  # rotated logs
+            import gzip
+            fh = gzip.open(source, "rt", encoding="utf-8", errors="replace")
+        else:
+            fh = open(source, "r", encoding="utf-8", errors="replace")
     except OSError as exc:
         raise DoctorError(f"cannot read {source}: {exc.strerror or exc}") from None
     with fh:
-        yield from fh
+        try:
+            yield from fh
+        except (OSError, EOFError) as exc:  # truncated or corrupt .gz
+            raise DoctorError(f"cannot read {source}: {exc}") from None
 
 
 @click.command("triage")

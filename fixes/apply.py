@@ -185,11 +185,36 @@ def _run(c, ctx: FixContext) -> dict[str, Any]:
             "stderr": r.stderr.decode("utf-8", "replace")[-2000:]}
 
 
-def undo(jid: str | None = None) -> dict[str, Any]:
-    """Restore every target of a journal (content, mode, owner); remove created files."""
+def drift(j: Journal) -> list[str]:
+    """Targets changed since the fix wrote them (neither the backup nor the fix's bytes)."""
+    import hashlib
+    after = {e["path"]: e.get("after_sha256") for e in j.data.get("plan", {}).get("edits", [])}
+    out = []
+    for t in j.data.get("targets", []):
+        try:
+            with open(t["real"], "rb") as fh:
+                cur = hashlib.sha256(fh.read()).hexdigest()
+        except FileNotFoundError:
+            cur = None
+        old = (hashlib.sha256(j.backup_bytes(t["backup"])).hexdigest()
+               if t.get("existed") else None)
+        if cur not in (old, after.get(t["path"])):
+            out.append(t["path"])
+    return out
+
+
+def undo(jid: str | None = None, force: bool = False) -> dict[str, Any]:
+    """Restore every target of a journal (content, mode, owner); remove created files.
+
+    Refuses (unless ``force``) when a target was edited since: undo would destroy that edit.
+    """
     j = Journal.load(jid)
     if j.data.get("state") == "undone":
         raise DoctorError(f"fix {j.id} was already undone")
+    changed = drift(j)
+    if changed and not force:
+        raise DoctorError(f"{', '.join(changed)} changed after fix {j.id} wrote it; undo "
+                          "would discard that change (pass --force to restore anyway)")
     restored, removed = [], []
     for t in reversed(j.data.get("targets", [])):
         real = t["real"]

@@ -160,3 +160,15 @@ def test_fix_unknown_recipe_and_bad_param(cli, env, tmp_path):
     assert r.returncode == 2 and "unknown fix recipe 'no.such'" in r.stderr
     r = cli("fix", "dns.hosts-pin", "--root", str(tmp_path), "--param", "hostname", env=env)
     assert r.returncode == 2 and "expected KEY=VALUE" in r.stderr
+
+
+def test_triage_gzip_and_corrupt_gzip(cli, env, tmp_path):
+    import gzip
+    good = tmp_path / "vllm.log.1.gz"
+    good.write_bytes(gzip.compress(b"x\nerror code is 207018\n"))
+    doc = json.loads(cli("triage", str(good), "--json", env=env).stdout)
+    assert doc["matches"][0]["id"] == "ASC-ACL-002" and doc["matches"][0]["lines"][0]["line"] == 2
+    bad = tmp_path / "bad.log.gz"
+    bad.write_bytes(gzip.compress(b"error code is 207018\n" * 1000)[:40])
+    r = cli("triage", str(bad), env=env)
+    assert r.returncode == 2 and f"cannot read {bad}" in r.stderr

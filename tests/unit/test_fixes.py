@@ -342,3 +342,16 @@ def test_crash_between_backup_and_rename_leaves_a_restorable_journal(sysroot, st
     assert j.data["state"] == "backed-up" and len(j.data["targets"]) == 2
     undo(jid)
     assert snapshot(sysroot.root) == before
+
+
+def test_undo_refuses_to_discard_a_later_edit(sysroot):
+    sysroot.write("/etc/hosts", HOSTS)
+    plan, ctx = plan_for("dns.hosts-pin", sysroot.root, {"hostname": "a.example",
+                                                         "address": "10.1.1.1"})
+    res = apply_plan(plan, ctx, host_factory(sysroot.root))
+    with open(sysroot.path("/etc/hosts"), "a") as fh:
+        fh.write("10.2.2.2 added-later\n")
+    with pytest.raises(Exception, match="/etc/hosts changed after fix .* --force"):
+        undo(res.journal)
+    undo(res.journal, force=True)
+    assert sysroot.path("/etc/hosts").read_text() == HOSTS
