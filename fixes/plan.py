@@ -98,6 +98,7 @@ class Plan:
     restarts: list[str] = field(default_factory=list)  # services restarted by the commands
     verify: str | None = None  # check id re-run after applying
     notes: list[str] = field(default_factory=list)
+    title_zh: str = ""
 
     @property
     def changes(self) -> list[FileEdit]:
@@ -116,7 +117,8 @@ class Plan:
         return "".join(e.diff() for e in self.changes)
 
     def to_dict(self, lang: str = "en") -> dict[str, Any]:
-        return {"recipe": self.recipe, "title": self.title, "params": self.params,
+        return {"recipe": self.recipe, "title": (self.title_zh or self.title) if lang == "zh"
+                else self.title, "params": self.params,
                 "edits": [e.to_dict() for e in self.edits],
                 "commands": [c.to_dict() for c in self.commands],
                 "manual": [{"text": m.text(lang), "cmd": m.cmd} for m in self.manual],
@@ -126,7 +128,8 @@ class Plan:
 
     def render(self, lang: str = "en") -> str:
         zh = lang == "zh"
-        out = [f"{'修复计划' if zh else 'plan'} {self.recipe}: {self.title}"]
+        out = [f"{'修复计划' if zh else 'plan'} {self.recipe}: "
+               f"{(self.title_zh or self.title) if zh else self.title}"]
         if self.params:
             out.append("  params: " + ", ".join(f"{k}={v}" for k, v in self.params.items()))
         if self.already_applied:
