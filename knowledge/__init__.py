@@ -112,7 +112,8 @@ def pick(m: Mapping[str, Any], lang: str | None) -> str:
         (v for k, v in m.items() if k in LANGS), "")
 
 
-VERSION_KEYS = ("vllm_ascend", "vllm", "cann", "driver", "torch", "torch_npu")
+VERSION_KEYS = ("vllm_ascend", "vllm", "cann", "driver", "hdk", "firmware", "torch", "torch_npu",
+                "python")
 LIST_KEYS = ("chip", "model")
 
 

@@ -20,12 +20,14 @@ from . import LANGS, LIST_KEYS, VERSION_KEYS, _canon_spec
 ID_RX = re.compile(r"^ASC-[A-Z]+-\d{3}$")
 REQUIRED = ("id", "title", "cause", "steps", "sources")
 KNOWN = {"id", "title", "cause", "steps", "signatures", "aliases", "checks", "fix",
-         "applies_to", "advice", "sources", "severity", "message", "description"}
-SEVERITIES = {"low", "medium", "high", "critical"}
-SOURCE_PREFIXES = ("seed:", "facts:", "https://", "doc:")
+         "applies_to", "advice", "sources", "severity", "message", "description",
+         # optional fields from ascend-fd's schema (anchors §10.6), accepted for the future
+         "links", "explains", "category", "since", "deprecated"}
+SEVERITIES = {"none", "low", "medium", "high", "critical"}
+SOURCE_PREFIXES = ("seed:", "facts:", "https://", "http://", "doc:", "issue:", "man:")
 
 
-def _bilingual(value: Any, where: str) -> list[str]:
+def _bilingual(value: Any, where: str, prose: bool = False) -> list[str]:
     if not isinstance(value, Mapping):
         return [f"{where}: must be a table {{en = …, zh = …}}"]
     out = []
@@ -33,7 +35,7 @@ def _bilingual(value: Any, where: str) -> list[str]:
         text = value.get(lang)
         if not isinstance(text, str) or not text.strip():
             out.append(f"{where}: missing the {lang} text")
-    if "zh" in value and isinstance(value["zh"], str) and value["zh"].strip() and not re.search(
+    if prose and "zh" in value and isinstance(value["zh"], str) and value["zh"].strip() and not re.search(
             r"[\u4e00-\u9fff]", value["zh"]):
         out.append(f"{where}: the zh text has no Chinese characters")
     return out
@@ -50,9 +52,10 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
         p.append(f"{eid}: id is not of the form ASC-<DOMAIN>-NNN")
     for k in ("title", "cause"):
         if k in d:
+            p += _bilingual(d[k], f"{eid}.{k}", prose=True)
+    for k in ("message", "description"):
+        if k in d:
             p += _bilingual(d[k], f"{eid}.{k}")
-    if "message" in d:
-        p += _bilingual(d["message"], f"{eid}.message")
     steps = d.get("steps", [])
     if not isinstance(steps, list) or not steps:
         p.append(f"{eid}.steps: needs at least one step")
