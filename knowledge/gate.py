@@ -30,6 +30,13 @@ def _items(p: str) -> list[str | None] | None:
             nxt = p[i + 1]
             out.append(nxt if nxt in _ESC_LITERAL else None)
             i += 2
+            if nxt in "xuU":  # \xhh \uhhhh \Uhhhhhhhh: one character, not literal digits
+                i += {"x": 2, "u": 4, "U": 8}[nxt]
+            elif nxt == "N" and i < n and p[i] == "{":
+                i = p.find("}", i) + 1 or n
+            elif nxt.isdigit():  # octal escape or backreference
+                while i < n and p[i].isdigit():
+                    i += 1
         elif c == "[":
             j = i + 1
             if j < n and p[j] == "^":

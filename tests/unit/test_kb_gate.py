@@ -16,7 +16,7 @@ TEXT = st.characters(min_codepoint=32, max_codepoint=126)
 
 
 @pytest.mark.parametrize("pattern", SIGNATURES)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(data=st.data())
 def test_gate_keeps_every_line_a_signature_matches(pattern, data):
     rx = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
@@ -39,3 +39,15 @@ def test_anchors_come_from_required_literals_only():
     assert gate.candidates("INFO nothing to see") == []
     assert gate.candidates("raise EngineDeadError(") == [0]
     assert gate.candidates("[ERROR] ... error code is 207018") == [1]
+
+
+@pytest.mark.parametrize("pattern,line", [
+    (r"code \x41BC end", "code ABC end"),
+    (r"(a)b \1 zz yy", "ab a zz yy"),
+    (r"caf\u00e9 open", "café open"),
+    (r"(?i)Foo bar baz", "FOO BAR BAZ"),
+    (r"x{2} word here", "xx word here"),
+])
+def test_gate_handles_escapes_and_quantifiers(pattern, line):
+    assert re.search(pattern, line, re.IGNORECASE)
+    assert Gate([pattern]).candidates(line) == [0]
