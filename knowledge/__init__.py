@@ -221,33 +221,36 @@ class KnowledgeBase:
     def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5) -> list[Match]:
         """Rank entries by how many distinct lines their signatures match (streaming).
 
-        Ties break on the longest matched text (the more specific signature), then the id.
+        Ties break on how much of one line the entry's signatures explain, then the id.
         A literal pre-filter (knowledge/gate.py) skips the regexes that cannot match a line.
         """
         hits: dict[str, list[tuple[int, str]]] = {}
         groups: dict[str, dict[str, str]] = {}
         counts: dict[str, int] = {}
-        span: dict[str, int] = {}  # longest matched text: a longer match is more specific
+        span: dict[str, int] = {}  # most text of one line explained: more specific
         flat, gate = self._flat()
         for n, line in enumerate(lines, 1):
             cands = gate.candidates(line)
             if not cands:
                 continue
-            done: set[str] = set()
+            # per entry and line: every signature that matches adds its matched length,
+            # so the entry whose signatures explain more of the line ranks first
+            covered: dict[str, int] = {}
             for i in sorted(cands):
                 e, rx = flat[i]
-                if e.id in done:
-                    continue  # one count per entry and line
                 m = rx.search(line)
                 if not m:
                     continue
-                done.add(e.id)
-                counts[e.id] = counts.get(e.id, 0) + 1
-                span[e.id] = max(span.get(e.id, 0), m.end() - m.start())
-                lst = hits.setdefault(e.id, [])
-                if len(lst) < limit_lines_per_entry:
-                    lst.append((n, line.rstrip("\n")[:500]))
+                first = e.id not in covered
+                covered[e.id] = covered.get(e.id, 0) + max(m.end() - m.start(), 1)
                 groups.setdefault(e.id, {}).update({k: v for k, v in m.groupdict().items() if v})
+                if first:
+                    counts[e.id] = counts.get(e.id, 0) + 1
+                    lst = hits.setdefault(e.id, [])
+                    if len(lst) < limit_lines_per_entry:
+                        lst.append((n, line.rstrip("\n")[:500]))
+            for eid, width in covered.items():
+                span[eid] = max(span.get(eid, 0), width)
         out = []
         for eid, cnt in counts.items():
             e = self.entries[eid]
