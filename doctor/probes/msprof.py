@@ -141,12 +141,15 @@ def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summa
     stream_memcpy = acc._stream_memcpy
     hccl_streams = acc._hccl_streams
     last_dev_key, last_dev = None, None
+    width = len(header)
     for row in reader:
         n += 1
-        if len(row) <= need:
-            if row:
-                bad += 1
-            continue
+        if len(row) != width:
+            if not row:
+                continue
+            bad += 1  # cut short (truncated file) or extra fields: use it only if it can be
+            if len(row) <= need:
+                continue
         try:
             dur = float(row[i_dur])
         except ValueError:
@@ -191,7 +194,7 @@ def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summa
         if i_step is not None:
             d.steps.add(row[i_step])
     if bad:
-        acc.problems.append(f"{source}: {bad} of {n} rows cut short or not numeric (skipped)")
+        acc.problems.append(f"{source}: {bad} of {n} rows cut short, too long or not numeric")
     acc.rows[source] = acc.rows.get(source, 0) + n
     return n
 

@@ -23,7 +23,7 @@ OPSTAT_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)",
 
 def q(v) -> str:
     s = str(v)
-    return f'"{s}"' if ("," in s or '"' in s) else s
+    return '"' + s.replace('"', '""') + '"' if ("," in s or '"' in s) else s
 
 
 def csv_text(header, rows, bom: bool = False) -> str:
@@ -33,7 +33,7 @@ def csv_text(header, rows, bom: bool = False) -> str:
 
 def op_row(dev, stream, name, optype, task, start, dur):
     return [dev, 4294967295, 1, stream, name, optype, "dynamic", task, start, dur, 0.2, 24, 0,
-            "NO", '"1,4096;4096,4096"', "DT_BF16;DT_BF16", "ND;ND", '"1,4096"', "DT_BF16", "ND",
+            "NO", '1,4096;4096,4096', "DT_BF16;DT_BF16", "ND;ND", '1,4096', "DT_BF16", "ND",
             "N/A", dur * 0.9, int(dur * 1800)]
 
 
@@ -101,7 +101,7 @@ def write_torch_npu(root: Path, *, memcpy_us=0.0, steps=10) -> Path:
     rows = []
     for s in range(steps):
         rows.append([s, 0, "aten::mm", "MatMulV2", "AI_CORE", 1000.0 + s, 400.0, 0.1, 24,
-                     '"8,4096;4096,4096"', "DT_BF16;DT_BF16", "ND;ND", '"8,4096"', "DT_BF16", "ND"])
+                     '8,4096;4096,4096', "DT_BF16;DT_BF16", "ND;ND", '8,4096', "DT_BF16", "ND"])
         if memcpy_us:
             rows.append([s, 0, "MEMCPY_ASYNC", "MEMCPY_ASYNC", "MEMCPY_ASYNC", 1500.0 + s,
                          memcpy_us, 0.1, 0, "", "", "", "", "", ""])
