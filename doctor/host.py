@@ -478,6 +478,9 @@ class LiveHost(Host):
             sniff(iface=None if iface in ("", "any") else iface, filter=bpf, timeout=seconds,
                   store=False, prn=writer.write)
             writer.flush()
+            if tmp.tell() == 0:  # nothing matched: still a valid, empty capture
+                import struct
+                tmp.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
         except Exception as exc:  # scapy missing, no libpcap for the filter, bad iface...
             tmp.close()
             return self._capture_tcpdump(iface, bpf, seconds, f"{type(exc).__name__}: {exc}")
