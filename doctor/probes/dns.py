@@ -230,8 +230,8 @@ def gather_resolver_config(host: Host, options: RunOptions) -> ResolverConfig:
         conns = host.connections()
         tw = [c for c in conns if c.type == "tcp" and c.status == "TIME_WAIT"]
         tw_total = len(tw)
-        tw_service = sum(1 for c in tw if (c.raddr and c.raddr[1] == sport)
-                         or c.laddr[1] == sport)
+        # client side only: a server's TIME_WAIT on its listening port holds no ephemeral port
+        tw_service = sum(1 for c in tw if c.raddr and c.raddr[1] == sport)
     except (SourceMissing, SourceError) as exc:
         cerr = str(exc)
     return ResolverConfig(
