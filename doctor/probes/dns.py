@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import posixpath
+import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -141,7 +142,7 @@ def load_client_kind(p: ProcInfo) -> str | None:
         return "jmeter"
     if base.startswith("python") or p.name.startswith("python"):
         low = joined.lower()
-        if "vllm" in low and " bench" in low:
+        if re.search(r"\bvllm\s+bench\b", low):
             return "vllm bench"
         for hint in PY_LOAD_HINTS:
             if hint in low:
