@@ -189,3 +189,29 @@ def test_capture_error_carries_packet_count():
     with pytest.raises(CaptureError) as ei:
         list(iter_packets(io.BytesIO(b"\x0a\x0d\x0d\x0a\x10\x00\x00\x00")))
     assert ei.value.offset == 0
+
+
+def test_capture_is_recorded_and_replayed_by_bundles(tmp_path):
+    """collect --sniff records the capture; check --bundle replays it through Host.capture."""
+    from doctor.bundle import BundleData, BundleHost, RecordingHost
+
+    pcap = write(tmp_path / "live.pcap", per_request(30))
+
+    class FakeLive(LiveHost):
+        def capture(self, iface, bpf, seconds):
+            assert (iface, bpf) == ("eth0", "port 53 or tcp port 8000")
+            return open(pcap, "rb")
+
+    opts = RunOptions(sniff_seconds=2.0, iface="eth0")
+    rec = RecordingHost(FakeLive())
+    live = gather_dns_traffic(rec, opts)
+    data = BundleData.load(rec.finish("live", {}).to_bytes())
+    replay = gather_dns_traffic(BundleHost(data), opts)
+    assert replay.clients == live.clients and replay.clients[0].syns == 30
+    assert "live capture on eth0 for 2 s" in replay.source
+
+
+def test_sysroot_cannot_sniff(sysroot):
+    from doctor.errors import SourceMissing
+    with pytest.raises(SourceMissing):
+        gather_dns_traffic(sysroot.host(), RunOptions(sniff_seconds=1.0))
