@@ -16,10 +16,7 @@ import csv
 import io
 import posixpath
 import re
-from collections import Counter
 from dataclasses import dataclass, field
-from itertools import chain, compress
-from operator import itemgetter, or_
 from typing import BinaryIO, Iterable, Iterator
 
 from ..errors import ParseError, SourceError, SourceMissing
@@ -109,11 +106,6 @@ class ProfileAcc:
     _stream_memcpy: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     _hccl_streams: set[tuple[str, str]] = field(default_factory=set)
     copies: dict[tuple[str, int], int] = field(default_factory=dict)  # (operation, size) -> n
-    _op_sums: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
-    _op_counts: Counter = field(default_factory=Counter)
-    _memcpy_rows: list = field(default_factory=list)
-    _steps: set[tuple[str, str]] = field(default_factory=set)
-    _missing: dict[str, tuple[bool, ...]] = field(default_factory=dict)
 
     def dev(self, d: str) -> DeviceCopy:
         d = d.strip() or "?"
@@ -123,184 +115,88 @@ class ProfileAcc:
         return x
 
 
-def _batches(lines: Iterable[str], size: int = 1 << 22) -> Iterator[tuple[list[str], bool]]:
-    """(lines, is_last) batches: big reads from a text stream, else groups of an iterable.
-
-    ``is_last`` with a final line lacking its newline marks a file cut mid-row."""
-    read = getattr(lines, "read", None)
-    if read is None:
-        buf: list[str] = []
-        for line in lines:
-            buf.append(line)
-            if len(buf) >= 20000:
-                yield buf, False
-                buf = []
-        yield buf, True
-        return
-    carry = ""
-    while True:
-        chunk = read(size)
-        if not chunk:
-            yield ([carry] if carry else []), True
-            return
-        text = carry + chunk
-        cut = text.rfind("\n") + 1
-        if cut == 0:
-            carry = text
-            continue
-        carry = text[cut:]
-        yield text[:cut].splitlines(), False
-
-
-def _floats(col: list[str]) -> tuple[list[float], int]:
-    """Floats of a column; "N/A" and empty become 0.0, other junk is counted."""
-    try:
-        return list(map(float, col)), 0
-    except ValueError:
-        out, bad = [], 0
-        for v in col:
-            try:
-                out.append(float(v))
-            except ValueError:
-                out.append(0.0)
-                if v not in ("N/A", "", "\r"):
-                    bad += 1
-        return out, bad
-
-
 def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summary") -> int:
     """op_summary_*.csv or kernel_details.csv rows into ``acc``; returns rows read.
 
-    Fast path (the 1M-row budget is pandas.read_csv time): lines are split only up to the
-    last needed column and summed per (device, stream, task type, op type) in C-level
-    maps; a line with a quote among those columns goes through ``csv``, and a quoted
-    newline switches the rest of the file to ``csv``. A row cut short is a problem, not fatal.
+    A row cut short (truncated file) is counted as a problem, not fatal.
     """
-    batches = _batches(lines)
-    first, last = next(batches, ([], True))
-    if not first:
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    if header is None:
         raise CsvFormatError("empty file (no header)")
-    header = next(csv.reader([first[0]]))
     idx = _index(header, OP_COLUMNS, ("duration",), "op_summary/kernel_details")
     if "name" not in idx and "type" not in idx:
         raise CsvFormatError("not an op_summary/kernel_details export: neither Op Name nor "
                              "OP Type column")
     i_dur = idx["duration"]
+    i_dev = idx.get("device")
     i_name = idx.get("name", idx.get("type"))
-    cols = [idx.get("device"), idx.get("stream"), idx.get("task_type"), idx.get("type", i_name)]
-    need = max([i_dur, i_name, idx.get("step") or 0] + [c for c in cols if c is not None])
-    # a missing column reads the duration column and is blanked when classified
-    key_of = itemgetter(*[c if c is not None else i_dur for c in cols])
-    missing = tuple(c is None for c in cols)
-    dur_of, name_of = itemgetter(i_dur), itemgetter(i_name)
-    step_of = itemgetter(idx["step"]) if "step" in idx else None
-    prefix_of = itemgetter(slice(0, need + 1))
-    dev_of, task_of, type_of = itemgetter(0), itemgetter(2), itemgetter(3)
-    width = len(header)
-    sums, counts = acc._op_sums, acc._op_counts
-    memrows = acc._memcpy_rows
+    i_type = idx.get("type", i_name)
+    i_task = idx.get("task_type")
+    i_stream = idx.get("stream")
+    i_step = idx.get("step")
+    need = max(i for i in (i_dur, i_dev, i_name, i_type, i_task, i_stream, i_step) if i is not None)
     n = bad = 0
-    slow = False
-    pending: list[str] = first[1:]
-    while True:
-        if pending:
-            if slow:
-                rows = list(csv.reader(pending))
-                pending = []
+    devs = acc.devices
+    stream_memcpy = acc._stream_memcpy
+    hccl_streams = acc._hccl_streams
+    last_dev_key, last_dev = None, None
+    width = len(header)
+    for row in reader:
+        n += 1
+        if len(row) != width:
+            if not row:
+                continue
+            bad += 1  # cut short (truncated file) or extra fields: use it only if it can be
+            if len(row) <= need:
+                continue
+        try:
+            dur = float(row[i_dur])
+        except ValueError:
+            if row[i_dur] not in ("N/A", ""):
+                bad += 1
+            continue
+        dkey = row[i_dev] if i_dev is not None else "0"
+        if dkey != last_dev_key:
+            last_dev_key = dkey
+            last_dev = devs.get(dkey.strip()) or acc.dev(dkey)
+        d = last_dev
+        task = row[i_task] if i_task is not None else ""
+        name = row[i_name]
+        optype = row[i_type]
+        if task == MEMCPY or optype == MEMCPY or name == MEMCPY:
+            sk = (dkey, row[i_stream] if i_stream is not None else "")
+            s = stream_memcpy.get(sk)
+            if s is None:
+                s = stream_memcpy[sk] = [0.0, 0, 0.0, 0]
+            if _HCCL.search(name):
+                s[2] += dur
+                s[3] += 1
             else:
-                lines_ = [l for l in pending if l]
-                rows = [l.split(",", need + 1) for l in lines_]
-                odd = [l for l, r in zip(lines_, rows) if len(r) <= need and l.count('"') & 1]
-                quoted = {k for k in Counter(map(key_of, (r for r in rows if len(r) > need)))
-                          if '"' in "".join(k)} if not odd else ()
-                if odd:  # a quoted field spans lines: csv from here on
-                    slow = True
-                    rows = list(csv.reader(lines_))
-                elif quoted:  # rare: quoted key fields, split them properly
-                    rows = [next(csv.reader([l])) if '"' in l[:len(l) - len(r[-1])] else r
-                            for l, r in zip(lines_, rows)]
-            good = [r for r in rows if len(r) > need]
-            short = len(rows) - len(good)
-            if slow:
-                short += sum(1 for r in good if len(r) != width)
-            if last and not slow and good and pending and not pending[-1].endswith(("\n", "\r")) \
-                    and len(next(csv.reader([pending[-1]]))) != width:
-                short += 1  # the file ends mid-row
-            bad += short
-            n += len(rows)
-            keys = list(map(key_of, good))
-            durs, junk = _floats(list(map(dur_of, good)))
-            bad += junk
-            get = sums.get
-            for k, d in zip(keys, durs):
-                sums[k] = get(k, 0.0) + d
-            counts.update(keys)
-            mask = list(map(or_, map(MEMCPY.__eq__, map(task_of, keys)),
-                            map(MEMCPY.__eq__, map(type_of, keys))))
-            if any(mask):
-                for k, r, d in compress(zip(keys, good, durs), mask):
-                    memrows.append(("0" if missing[0] else k[0], "" if missing[1] else k[1],
-                                    name_of(r), d))
-            if step_of is not None:
-                acc._steps.update(zip(map(dev_of, keys), map(step_of, good)))
-            if len(memrows) > 4096:
-                _fold_memcpy(acc)
-        if last:
-            break
-        pending, last = next(batches)
-    acc._missing[source] = missing
-    _fold_memcpy(acc)
-    _fold_ops(acc, missing)
+                s[0] += dur
+                s[1] += 1
+            continue
+        if task in COMPUTE_TYPES or (not task and optype):
+            d.kernel_us += dur
+            d.kernel_tasks += 1
+            ot = d.op_types
+            ot[optype] = ot.get(optype, 0.0) + dur
+            if _HCCL.search(optype) and optype.lower().startswith(("hcom", "hccl")):
+                d.hccl_us += dur
+                if i_stream is not None:
+                    hccl_streams.add((dkey, row[i_stream]))
+        elif task in ("HCCL", "COMMUNICATION") or _HCCL.search(name) or _HCCL.search(optype):
+            d.hccl_us += dur
+            if i_stream is not None:
+                hccl_streams.add((dkey, row[i_stream]))
+        else:
+            d.other_us += dur
+        if i_step is not None:
+            d.steps.add(row[i_step])
     if bad:
         acc.problems.append(f"{source}: {bad} of {n} rows cut short, too long or not numeric")
     acc.rows[source] = acc.rows.get(source, 0) + n
     return n
-
-
-def _fold_memcpy(acc: ProfileAcc) -> None:
-    hccl: dict[str, bool] = {}
-    for dev, stream, name, d in acc._memcpy_rows:
-        s = acc._stream_memcpy.setdefault((dev, stream), [0.0, 0, 0.0, 0])
-        h = hccl.get(name)
-        if h is None:
-            h = hccl[name] = bool(_HCCL.search(name))
-        if h:
-            s[2] += d
-            s[3] += 1
-        else:
-            s[0] += d
-            s[1] += 1
-    acc._memcpy_rows.clear()
-
-
-def _fold_ops(acc: ProfileAcc, missing: tuple[bool, ...]) -> None:
-    """Classify the (device, stream, task type, op type) sums into device totals."""
-    for k, dur in acc._op_sums.items():
-        dev, stream, task, optype = (("" if m else v) for v, m in zip(k, missing))
-        dev = dev if not missing[0] else "0"
-        n = acc._op_counts[k]
-        if task == MEMCPY or optype == MEMCPY:
-            continue  # folded from the rows themselves (names decide HCCL)
-        d = acc.dev(dev)
-        is_hccl = optype.lower().startswith(("hcom", "hccl")) or task in ("HCCL", "COMMUNICATION")
-        if task in COMPUTE_TYPES or (not task and optype):
-            d.kernel_us += dur
-            d.kernel_tasks += n
-            d.op_types[optype] = d.op_types.get(optype, 0.0) + dur
-            if is_hccl:
-                d.hccl_us += dur
-        elif is_hccl or _HCCL.search(optype):
-            d.hccl_us += dur
-            is_hccl = True
-        else:
-            d.other_us += dur
-        if is_hccl and not missing[1]:
-            acc._hccl_streams.add((dev, stream))
-    for dev, step in acc._steps:
-        acc.dev(dev if not missing[0] else "0").steps.add(step)
-    acc._op_sums.clear()
-    acc._op_counts.clear()
-    acc._steps.clear()
 
 
 def parse_task_time(lines: Iterable[str], acc: ProfileAcc, source: str = "task_time") -> int:
