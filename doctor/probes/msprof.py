@@ -17,6 +17,7 @@ import io
 import posixpath
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import BinaryIO, Iterable, Iterator
 
 from ..errors import ParseError, SourceError, SourceMissing
@@ -136,11 +137,14 @@ def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summa
     i_stream = idx.get("stream")
     i_step = idx.get("step")
     need = max(i for i in (i_dur, i_dev, i_name, i_type, i_task, i_stream, i_step) if i is not None)
+    cols = (i_dev, i_task, i_type, i_stream)
+    missing = tuple(c is None for c in cols)
+    key_of = itemgetter(*[c if c is not None else i_dur for c in cols])  # blanked below
+    sums: dict[tuple[str, ...], list] = {}
+    get = sums.get
+    memcpy: dict[tuple[str, str, str], list] = {}  # (device, stream, name) -> [us, n]
+    steps: set[tuple[str, str]] = set()
     n = bad = 0
-    devs = acc.devices
-    stream_memcpy = acc._stream_memcpy
-    hccl_streams = acc._hccl_streams
-    last_dev_key, last_dev = None, None
     width = len(header)
     for row in reader:
         n += 1
@@ -156,47 +160,67 @@ def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summa
             if row[i_dur] not in ("N/A", ""):
                 bad += 1
             continue
-        dkey = row[i_dev] if i_dev is not None else "0"
-        if dkey != last_dev_key:
-            last_dev_key = dkey
-            last_dev = devs.get(dkey.strip()) or acc.dev(dkey)
-        d = last_dev
-        task = row[i_task] if i_task is not None else ""
-        name = row[i_name]
-        optype = row[i_type]
-        if task == MEMCPY or optype == MEMCPY or name == MEMCPY:
-            sk = (dkey, row[i_stream] if i_stream is not None else "")
-            s = stream_memcpy.get(sk)
-            if s is None:
-                s = stream_memcpy[sk] = [0.0, 0, 0.0, 0]
-            if _HCCL.search(name):
-                s[2] += dur
-                s[3] += 1
-            else:
-                s[0] += dur
-                s[1] += 1
-            continue
-        if task in COMPUTE_TYPES or (not task and optype):
-            d.kernel_us += dur
-            d.kernel_tasks += 1
-            ot = d.op_types
-            ot[optype] = ot.get(optype, 0.0) + dur
-            if _HCCL.search(optype) and optype.lower().startswith(("hcom", "hccl")):
-                d.hccl_us += dur
-                if i_stream is not None:
-                    hccl_streams.add((dkey, row[i_stream]))
-        elif task in ("HCCL", "COMMUNICATION") or _HCCL.search(name) or _HCCL.search(optype):
-            d.hccl_us += dur
-            if i_stream is not None:
-                hccl_streams.add((dkey, row[i_stream]))
+        k = key_of(row)
+        v = get(k)
+        if v is None:
+            sums[k] = [dur, 1]
         else:
-            d.other_us += dur
+            v[0] += dur
+            v[1] += 1
+        if k[1] == MEMCPY or k[2] == MEMCPY:
+            mk = (k[0], k[3], row[i_name])
+            m = memcpy.get(mk)
+            if m is None:
+                memcpy[mk] = [dur, 1]
+            else:
+                m[0] += dur
+                m[1] += 1
         if i_step is not None:
-            d.steps.add(row[i_step])
+            steps.add((k[0], row[i_step]))
+    _fold(acc, sums, memcpy, steps, missing)
     if bad:
         acc.problems.append(f"{source}: {bad} of {n} rows cut short, too long or not numeric")
     acc.rows[source] = acc.rows.get(source, 0) + n
     return n
+
+
+def _fold(acc: ProfileAcc, sums: dict, memcpy: dict, steps: set, missing: tuple[bool, ...]
+          ) -> None:
+    """Classify per-(device, task type, op type, stream) sums into device totals."""
+    def norm(k: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(("0" if i == 0 else "") if m else v for i, (v, m) in enumerate(zip(k, missing)))
+
+    for (dev, stream, name), (us, cnt) in memcpy.items():
+        dev = "0" if missing[0] else dev
+        stream = "" if missing[3] else stream
+        s = acc._stream_memcpy.setdefault((dev, stream), [0.0, 0, 0.0, 0])
+        if _HCCL.search(name):
+            s[2] += us
+            s[3] += cnt
+        else:
+            s[0] += us
+            s[1] += cnt
+    for k, (us, cnt) in sums.items():
+        dev, task, optype, stream = norm(k)
+        if task == MEMCPY or optype == MEMCPY:
+            continue  # counted from ``memcpy`` (names decide HCCL)
+        d = acc.dev(dev)
+        is_hccl = optype.lower().startswith(("hcom", "hccl")) or task in ("HCCL", "COMMUNICATION")
+        if task in COMPUTE_TYPES or (not task and optype):
+            d.kernel_us += us
+            d.kernel_tasks += cnt
+            d.op_types[optype] = d.op_types.get(optype, 0.0) + us
+            if is_hccl:
+                d.hccl_us += us
+        elif is_hccl or _HCCL.search(optype):
+            d.hccl_us += us
+            is_hccl = True
+        else:
+            d.other_us += us
+        if is_hccl and not missing[3]:
+            acc._hccl_streams.add((dev, stream))
+    for dev, step in steps:
+        acc.dev("0" if missing[0] else dev).steps.add(step)
 
 
 def parse_task_time(lines: Iterable[str], acc: ProfileAcc, source: str = "task_time") -> int:
