@@ -22,6 +22,23 @@ def _ms(us: float) -> str:
     return f"{us / 1000:,.1f} ms".replace(",", " ")
 
 
+def _directions(p: Profile) -> dict[str, int]:
+    """Bytes copied per MEMCPY_ASYNC operation (host to device, device to host, …)."""
+    out: dict[str, int] = {}
+    for op, size, n in p.copies:
+        out[op] = out.get(op, 0) + size * n
+    return out
+
+
+def _dir_text(p: Profile) -> str:
+    d = _directions(p)
+    short = {"host to device": "H2D", "device to host": "D2H", "host to host": "H2H",
+             "device to device": "D2D"}
+    return (" (" + ", ".join(f"{short.get(k, k)} {v / 2**20:,.1f} MiB" for k, v in
+                             sorted(d.items(), key=lambda x: -x[1])) + " in the timeline)"
+            if d else "")
+
+
 def _top(d: DeviceProfile, n: int = 3) -> str:
     return ", ".join(f"{t} {_ms(u)}" for t, u in d.top_ops[:n]) or "none exported"
 
@@ -57,7 +74,7 @@ def copy_bound(p: Profile) -> Iterator[Finding]:
               "hccl_memcpy_us": d.hccl_memcpy_us, "hccl_memcpy_tasks": d.hccl_memcpy_tasks,
               "api_memcpy_us": d.api_memcpy_us, "api_memcpy_calls": d.api_memcpy_calls,
               "api_total_us": d.api_total_us, "copy_source": d.copy_source,
-              "top_ops": [list(x) for x in d.top_ops]}
+              "top_ops": [list(x) for x in d.top_ops], "bytes_by_direction": _directions(p)}
         api_share = d.api_memcpy_us / d.api_total_us if d.api_total_us else None
         share_txt = (f"; aclrtMemcpy* is {api_share:.0%} of ACL API time "
                      f"({d.api_memcpy_calls} calls)" if api_share is not None and d.api_memcpy_us
@@ -67,8 +84,9 @@ def copy_bound(p: Profile) -> Iterator[Finding]:
         if d.kernel_us:
             ratio = copy / d.kernel_us
             ev["copy_to_kernel"] = round(ratio, 4)
-            msg = (f"device {d.device}: {d.copy_source} {_ms(copy)} = {ratio:.0%} of kernel time "
-                   f"{_ms(d.kernel_us)}{hccl_txt}{share_txt}; top operators: {_top(d)}")
+            msg = (f"device {d.device}: {d.copy_source} {_ms(copy)}{_dir_text(p)} = {ratio:.0%} "
+                   f"of kernel time {_ms(d.kernel_us)}{hccl_txt}{share_txt}; top operators: "
+                   f"{_top(d)}")
         else:
             ratio = api_share or 0.0
             msg = (f"device {d.device}: no kernel rows exported; aclrtMemcpy* "

@@ -46,8 +46,9 @@ def test_copy_bound_weights_recopied_is_the_seed_case(tmp_path):
                  copies=[(H2D, 256 << 20, 20), ("device to host", 4096, 20)])
     p = profile(tmp_path)
     (f,) = rules.copy_bound(p)
-    assert f.status == Status.FAIL and "MEMCPY_ASYNC tasks 40.0 ms = 156% of kernel time 25.6 ms" \
-        in f.message and f.kb == ("ASC-PROF-001",)
+    assert f.status == Status.FAIL and "MEMCPY_ASYNC tasks 40.0 ms (H2D 5,120.0 MiB, D2H 0.1 MiB " \
+        "in the timeline) = 156% of kernel time 25.6 ms" in f.message and f.kb == ("ASC-PROF-001",)
+    assert f.evidence["bytes_by_direction"] == {H2D: 20 * (256 << 20), "device to host": 20 * 4096}
     assert f.evidence["top_ops"][0][0] == "MatMulV2"
     (w,) = rules.weights_recopied(p)
     assert w.status == Status.FAIL and "20 host-to-device copies of the same 256.0 MiB" in w.message
