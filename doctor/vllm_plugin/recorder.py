@@ -1,0 +1,198 @@
+"""Turn one scheduler step into one bounded JSON line (no vLLM import here).
+
+The audit log is what ``checks/block_tables.py`` replays. Line kinds (key ``t``):
+
+* ``hdr``  — once per file: engine (v1/v0), vllm version, pid, num_gpu_blocks, block_size,
+  prefix_caching, KV-cache group kinds, sampling period, whether frees are tracked, and
+  ``split`` (1: ids are the scheduler's physical ids; r > 1: ids are vllm-ascend kernel
+  "logical" blocks, r per physical block).
+* ``s``    — a V1 step: ``new`` = [[req_id, block_ids per group, num_computed_tokens]],
+  ``cached`` = [[req_id, resumed 0/1, new block ids per group or null, num_computed]],
+  ``fin`` = finished ids, ``freed`` = ids whose blocks the KV manager freed since the
+  last line (preemption or finish), ``tok`` = num_scheduled_tokens, ``full`` = 1 when
+  every cached entry carries its complete table (a sampled step or the first after a
+  rotation), so the reader may start there.
+* ``s0``   — a V0 step: ``g`` = [[request_id, {seq_id: block table}, computed blocks]].
+* ``off``  — the plugin disabled itself, with the reason.
+
+Attribute names follow vLLM 0.11 ``vllm/v1/core/sched/output.py`` (facts: vllm-internals §3.2),
+with the 0.9 list form of ``scheduled_cached_reqs`` and the later ``resumed_req_ids`` set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Callable
+
+FORMAT_VERSION = 1
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, check_circular=False).encode
+
+
+class Incompatible(Exception):
+    """The objects vLLM handed us do not have the shape this recorder knows."""
+
+
+class AuditFile:
+    """Append-only JSON lines with a size cap and rotation (FILE → FILE.1 → … FILE.keep).
+
+    Each line is one ``os.write`` on an O_APPEND descriptor, so nothing sits in a Python
+    buffer when the engine dies. After a rotation the caller writes a header and a full
+    step, so each file stands on its own.
+    """
+
+    def __init__(self, path: str, max_bytes: int, keep: int) -> None:
+        self.path = path
+        self.max_bytes = max(4096, max_bytes)
+        self.keep = max(0, keep)
+        self.rotations = 0
+        self._fd = -1
+        self._size = 0
+
+    def _open(self) -> None:
+        d = os.path.dirname(self.path)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                           0o644)
+        self._size = os.fstat(self._fd).st_size
+
+    def write(self, line: bytes) -> bool:
+        """Write one line; True when the file was rotated first (a new header is due)."""
+        rotated = False
+        if self._fd < 0:
+            self._open()
+            rotated = self._size == 0
+        if self._size and self._size + len(line) > self.max_bytes:
+            self.rotate()
+            rotated = True
+        os.write(self._fd, line)
+        self._size += len(line)
+        return rotated
+
+    def rotate(self) -> None:
+        os.close(self._fd)
+        self._fd = -1
+        if self.keep:
+            for i in range(self.keep - 1, 0, -1):
+                src = f"{self.path}.{i}"
+                if os.path.exists(src):
+                    os.replace(src, f"{self.path}.{i + 1}")
+            os.replace(self.path, f"{self.path}.1")
+        else:
+            os.truncate(self.path, 0)
+        self.rotations += 1
+        self._open()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _ids(groups: Any) -> Any:
+    """Block ids per KV-cache group as JSON-ready lists (tuples/lists pass through)."""
+    if groups is None:
+        return None
+    if isinstance(groups, (list, tuple)) and (not groups or isinstance(groups[0], (list, tuple))):
+        return groups
+    if isinstance(groups, (list, tuple)):  # a flat list: one group (vLLM ≤ 0.8 style)
+        return (groups,)
+    raise Incompatible(f"block ids of type {type(groups).__name__}")
+
+
+class StepRecorder:
+    """Builds and writes step lines; one per engine process.
+
+    ``every`` = k records one step in k (the others cost a counter increment and the
+    free-list bookkeeping). A sampled step, or the first after a rotation, is written in
+    full: complete tables come from ``full_table(req_id)`` (the KV manager's
+    ``get_block_ids``), so the reader never needs the skipped steps.
+    """
+
+    def __init__(self, out: AuditFile, header: dict[str, Any], every: int = 1,
+                 full_table: Callable[[str], Any] | None = None) -> None:
+        self.out = out
+        self.header = {"t": "hdr", "v": FORMAT_VERSION, **header, "every": max(1, every)}
+        self.every = max(1, every)
+        self.full_table = full_table
+        self.step = 0
+        self.freed: list[str] = []
+        self.finished: list[str] = []
+        self._need_full = False
+        self._wrote_header = False
+
+    # -- events between steps -------------------------------------------------------------
+    def on_free(self, req_id: str) -> None:
+        if len(self.freed) < 100_000:
+            self.freed.append(req_id)
+
+    # -- one step ------------------------------------------------------------------------
+    def _emit(self, rec: dict[str, Any]) -> None:
+        if not self._wrote_header:
+            self.out.write(_dumps({**self.header, "ts": time.time()}).encode() + b"\n")
+            self._wrote_header = True
+        line = _dumps(rec).encode() + b"\n"
+        if self.out.write(line):  # rotated: the new file starts with a header
+            self.out.write(_dumps({**self.header, "ts": time.time(),
+                                   "rotation": self.out.rotations}).encode() + b"\n")
+            if not rec.get("full") and self.full_table is not None:
+                self._need_full = True  # this delta line is not self-contained there
+            self.out.write(line)
+
+    def record_v1(self, so: Any) -> None:
+        """Record one V1 SchedulerOutput (raises Incompatible on an unknown shape)."""
+        self.step += 1
+        fin = so.finished_req_ids
+        if self.every > 1 and self.step % self.every:
+            if fin:
+                self.finished.extend(fin)
+            return
+        full = (self.every > 1 or self._need_full) and self.full_table is not None
+        new = [[r.req_id, _ids(r.block_ids), r.num_computed_tokens] for r in so.scheduled_new_reqs]
+        cr = so.scheduled_cached_reqs
+        if isinstance(cr, list):  # vLLM ≤ 0.9: one CachedRequestData per request
+            cached = [[c.req_id, 1 if c.resumed_from_preemption else 0,
+                       _ids(c.new_block_ids), c.num_computed_tokens] for c in cr]
+        else:
+            ids = cr.req_ids
+            nb = cr.new_block_ids
+            nc = cr.num_computed_tokens
+            res = getattr(cr, "resumed_from_preemption", None)
+            if res is None:  # newer vLLM: a set of resumed ids instead of a bool list
+                rs = cr.resumed_req_ids
+                res = [rid in rs for rid in ids]
+            if nb and not isinstance(nb[0], (list, tuple, type(None))):
+                raise Incompatible(f"new_block_ids[0] is {type(nb[0]).__name__}")
+            cached = [[ids[i], 1 if res[i] else 0, nb[i], nc[i]] for i in range(len(ids))]
+        if full:
+            ft = self.full_table
+            cached = [[c[0], 1, _ids(ft(c[0])), c[3]] for c in cached]
+        rec: dict[str, Any] = {"t": "s", "n": self.step, "new": new, "cached": cached,
+                               "tok": so.num_scheduled_tokens}
+        if fin or self.finished:
+            rec["fin"] = self.finished + list(fin)
+            self.finished = []
+        if self.freed:
+            rec["freed"] = self.freed
+            self.freed = []
+        if full:
+            rec["full"] = 1
+            self._need_full = False
+        self._emit(rec)
+
+    def record_v0(self, seq_group_metadata_list: Any) -> None:
+        """Record one V0 step: every scheduled seq group's ``block_tables``."""
+        self.step += 1
+        if self.every > 1 and self.step % self.every:
+            return
+        groups = [[m.request_id, m.block_tables, getattr(m, "computed_block_nums", None)]
+                  for m in seq_group_metadata_list]
+        self._emit({"t": "s0", "n": self.step, "g": groups})
+
+    def disabled(self, reason: str) -> None:
+        try:
+            self._emit({"t": "off", "n": self.step, "reason": reason[:500]})
+        except Exception:  # noqa: BLE001 - disabling must never fail
+            pass
