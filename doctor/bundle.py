@@ -620,8 +620,13 @@ class BundleWriter:
     def environ(self, env: Mapping[str, str]) -> None:
         self.data.put("environ", "", redact_env(env))
 
-    def finish(self, options: Mapping[str, Any] | None = None) -> BundleData:
-        """Derive listings and stats from the declared tree and write the manifest."""
+    def finish(self, options: Mapping[str, Any] | None = None,
+               demo_inputs: Mapping[str, Any] | None = None) -> BundleData:
+        """Derive listings and stats from the declared tree and write the manifest.
+
+        ``demo_inputs`` (RunOptions fields such as block_audit, pcap, profile_dir) are
+        stored as the manifest key ``demo_inputs``; `ascend-doctor demo` runs with them.
+        """
         files = dict(self._files)
         for p in list(files):  # every ancestor is a directory
             d = posixpath.dirname(p)
@@ -656,4 +661,6 @@ class BundleWriter:
                               "tool_version": "scenario", "created": self.created,
                               "context": self.context, "host": self.data.get("info", "")[0],
                               "options": dict(options or {}), "collection_failures": []}
+        if demo_inputs:
+            self.data.manifest["demo_inputs"] = dict(demo_inputs)
         return self.data

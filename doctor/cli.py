@@ -263,7 +263,9 @@ def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, l
         atomic_write(export, demo_bundle_bytes(), mode=0o644)
         click.echo(f"wrote the demo bundle to {export}", err=True)
         return
-    options = build_options({"lang": lang, "service_url": None})
+    from .demo import demo_bundle_data
+    inputs = demo_bundle_data().manifest.get("demo_inputs", {})  # e.g. block_audit, pcap
+    options = build_options({**inputs, "lang": lang, "service_url": None})
     if not (as_json or markdown or as_text) and sys.stdout.isatty() and sys.stdin.isatty():
         _launch_tui(demo=True, options=options)
         return

@@ -112,8 +112,10 @@ class StepRecorder:
     """
 
     def __init__(self, out: AuditFile, header: dict[str, Any], every: int = 1,
-                 full_table: Callable[[str], Any] | None = None) -> None:
+                 full_table: Callable[[str], Any] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.out = out
+        self.clock = clock
         self.header = {"t": "hdr", "v": FORMAT_VERSION, **header, "every": max(1, every)}
         self.every = max(1, every)
         self.full_table = full_table
@@ -131,11 +133,11 @@ class StepRecorder:
     # -- one step ------------------------------------------------------------------------
     def _emit(self, rec: dict[str, Any]) -> None:
         if not self._wrote_header:
-            self.out.write(_dumps({**self.header, "ts": time.time()}).encode() + b"\n")
+            self.out.write(_dumps({**self.header, "ts": self.clock()}).encode() + b"\n")
             self._wrote_header = True
         line = _dumps(rec).encode() + b"\n"
         if self.out.write(line):  # rotated: the new file starts with a header
-            self.out.write(_dumps({**self.header, "ts": time.time(),
+            self.out.write(_dumps({**self.header, "ts": self.clock(),
                                    "rotation": self.out.rotations}).encode() + b"\n")
             if not rec.get("full") and self.full_table is not None:
                 self._need_full = True  # this delta line is not self-contained there
@@ -147,7 +149,7 @@ class StepRecorder:
         fin = so.finished_req_ids
         if self.every > 1 and self.step % self.every:
             if fin:
-                self.finished.extend(fin)
+                self.finished.extend(sorted(fin))
             return
         full = (self.every > 1 or self._need_full) and self.full_table is not None
         new = [[r.req_id, _ids(r.block_ids), r.num_computed_tokens] for r in so.scheduled_new_reqs]
@@ -172,7 +174,7 @@ class StepRecorder:
         rec: dict[str, Any] = {"t": "s", "n": self.step, "new": new, "cached": cached,
                                "tok": so.num_scheduled_tokens}
         if fin or self.finished:
-            rec["fin"] = self.finished + list(fin)
+            rec["fin"] = self.finished + sorted(fin)  # a set: sorted for stable logs
             self.finished = []
         if self.freed:
             rec["freed"] = self.freed

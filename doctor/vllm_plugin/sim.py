@@ -90,6 +90,7 @@ class Request:
     num_computed_tokens: int = 0
     blocks: list[int] = field(default_factory=list)
     preempted: bool = False
+    hashes: list[int] = field(default_factory=list)  # chained hashes of full blocks
 
     @property
     def num_tokens(self) -> int:
@@ -102,8 +103,8 @@ class BlockPool:
         self.caching = caching
         self.free: OrderedDict[int, None] = OrderedDict((b, None) for b in range(1, num_blocks))
         self.ref: dict[int, int] = {}
-        self.hash_of: dict[int, tuple] = {}
-        self.by_hash: dict[tuple, int] = {}
+        self.hash_of: dict[int, int] = {}
+        self.by_hash: dict[int, int] = {}
 
     def take(self, n: int) -> list[int]:
         out = []
@@ -173,13 +174,13 @@ class MiniScheduler:
         self.waiting.append(r)
 
     # -- allocation ---------------------------------------------------------------------
-    def _hashes(self, r: Request, upto_blocks: int) -> list[tuple]:
-        out, parent, bs = [], None, self.block_size
-        toks = r.prompt + r.output
-        for i in range(upto_blocks):
-            parent = (parent, tuple(toks[i * bs:(i + 1) * bs]))
-            out.append(parent)
-        return out
+    def _hashes(self, r: Request, upto_blocks: int) -> list[int]:
+        hs, bs, toks = r.hashes, self.block_size, None
+        while len(hs) < upto_blocks:  # a full block's tokens never change: extend only
+            toks = toks if toks is not None else r.prompt + r.output
+            i = len(hs)
+            hs.append(hash((hs[-1] if hs else 0, tuple(toks[i * bs:(i + 1) * bs]))))
+        return hs[:upto_blocks]
 
     def _hit(self, r: Request) -> list[int]:
         if not self.pool.caching:
