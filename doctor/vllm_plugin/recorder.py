@@ -38,8 +38,8 @@ class AuditFile:
     """Append-only JSON lines with a size cap and rotation (FILE → FILE.1 → … FILE.keep).
 
     Each line is one ``os.write`` on an O_APPEND descriptor, so nothing sits in a Python
-    buffer when the engine dies. After a rotation the caller writes a header and a full
-    step, so each file stands on its own.
+    buffer when the engine dies. After a rotation the recorder writes a header and, from
+    the next step, a full step, so each file stands on its own.
     """
 
     def __init__(self, path: str, max_bytes: int, keep: int) -> None:
@@ -58,18 +58,17 @@ class AuditFile:
                            0o644)
         self._size = os.fstat(self._fd).st_size
 
-    def write(self, line: bytes) -> bool:
-        """Write one line; True when the file was rotated first (a new header is due)."""
-        rotated = False
+    def write(self, line: bytes) -> None:
         if self._fd < 0:
             self._open()
-            rotated = self._size == 0
-        if self._size and self._size + len(line) > self.max_bytes:
-            self.rotate()
-            rotated = True
         os.write(self._fd, line)
         self._size += len(line)
-        return rotated
+
+    def fits(self, n: int) -> bool:
+        """False when ``n`` more bytes would pass the cap (an empty file takes anything)."""
+        if self._fd < 0:
+            self._open()
+        return not self._size or self._size + n <= self.max_bytes
 
     def rotate(self) -> None:
         os.close(self._fd)
@@ -132,16 +131,19 @@ class StepRecorder:
 
     # -- one step ------------------------------------------------------------------------
     def _emit(self, rec: dict[str, Any]) -> None:
-        if not self._wrote_header:
-            self.out.write(_dumps({**self.header, "ts": self.clock()}).encode() + b"\n")
-            self._wrote_header = True
         line = _dumps(rec).encode() + b"\n"
-        if self.out.write(line):  # rotated: the new file starts with a header
-            self.out.write(_dumps({**self.header, "ts": self.clock(),
-                                   "rotation": self.out.rotations}).encode() + b"\n")
+        if self._wrote_header and not self.out.fits(len(line)):
+            self.out.rotate()  # the new file starts with a header; the next step is full
+            self._wrote_header = False
             if not rec.get("full") and self.full_table is not None:
-                self._need_full = True  # this delta line is not self-contained there
-            self.out.write(line)
+                self._need_full = True
+        if not self._wrote_header:
+            hdr = {**self.header, "ts": self.clock()}
+            if self.out.rotations:
+                hdr["rotation"] = self.out.rotations
+            self.out.write(_dumps(hdr).encode() + b"\n")
+            self._wrote_header = True
+        self.out.write(line)
 
     def record_v1(self, so: Any) -> None:
         """Record one V1 SchedulerOutput (raises Incompatible on an unknown shape)."""

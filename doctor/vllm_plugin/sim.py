@@ -199,21 +199,22 @@ class MiniScheduler:
         if len(self.pool.free) < n:
             return None
         got = self.pool.take(n)
-        kind = self.inject.get(self.step_no)
+        due = [k for k in self.inject if k <= self.step_no]  # at the first allocation from then
+        kind = self.inject.get(min(due)) if due else None
         if kind and got:
             victim = next((o for o in self.running if o is not r and len(o.blocks) > 2), None)
             if kind == "duplicate" and victim is not None:
                 got[-1] = victim.blocks[1]  # the allocator hands out a block still in use
                 self.injected.append((self.step_no, kind, r.request_id, got[-1]))
-                del self.inject[self.step_no]
+                del self.inject[min(due)]
             elif kind == "out-of-range":
                 got[-1] = self.pool.num_blocks + 3
                 self.injected.append((self.step_no, kind, r.request_id, got[-1]))
-                del self.inject[self.step_no]
+                del self.inject[min(due)]
             elif kind == "twice" and r.blocks:
                 got[-1] = r.blocks[-1]
                 self.injected.append((self.step_no, kind, r.request_id, got[-1]))
-                del self.inject[self.step_no]
+                del self.inject[min(due)]
         return got
 
     def _preempt(self) -> Request:
