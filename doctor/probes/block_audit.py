@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Iterator, Union
+from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, Union
 
 from ..errors import SourceMissing
 from ..host import Host
@@ -45,15 +45,13 @@ class Header:
 Blocks = tuple[tuple[int, ...], ...]  # block ids per KV-cache group
 
 
-@dataclass(frozen=True)
-class NewReq:
+class NewReq(NamedTuple):  # NamedTuple: thousands per step, cheap to build
     req_id: str
     blocks: Blocks
     computed: int | None
 
 
-@dataclass(frozen=True)
-class CachedReq:
+class CachedReq(NamedTuple):
     req_id: str
     resumed: bool
     blocks: Blocks | None  # new ids (append) or the whole table (resumed / full line)
@@ -108,36 +106,40 @@ class _Bad(ValueError):
 
 
 def _int(v: Any, what: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
+    if type(v) is not int:  # bool is not int here
         raise _Bad(f"{what} is {type(v).__name__}, not an integer")
     return v
 
 
 def _opt_int(v: Any, what: str) -> int | None:
-    return None if v is None else _int(v, what)
+    if v is None or type(v) is int:
+        return v
+    raise _Bad(f"{what} is {type(v).__name__}, not an integer")
 
 
 def _str(v: Any, what: str) -> str:
-    if not isinstance(v, (str, int)) or isinstance(v, bool):
+    if type(v) is str:
+        return v
+    if type(v) is not int:
         raise _Bad(f"{what} is {type(v).__name__}, not a request id")
     return str(v)
 
 
 def _ids(v: Any, what: str) -> tuple[int, ...]:
-    if not isinstance(v, list):
+    if type(v) is not list:
         raise _Bad(f"{what} is {type(v).__name__}, not a list of block ids")
     for x in v:
-        if isinstance(x, bool) or not isinstance(x, int):
+        if type(x) is not int:
             raise _Bad(f"{what} holds {x!r}, not a block id")
     return tuple(v)
 
 
 def _groups(v: Any, what: str) -> Blocks:
-    if not isinstance(v, list):
+    if type(v) is not list:
         raise _Bad(f"{what} is {type(v).__name__}, not a list of groups")
-    if v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return (tuple(v),)  # a flat list: one group
-    return tuple(_ids(g, f"{what}[{i}]") for i, g in enumerate(v))
+    if v and type(v[0]) is int:
+        return (_ids(v, what),)  # a flat list: one group
+    return tuple([_ids(g, what) for g in v])
 
 
 def _list(v: Any, what: str) -> list[Any]:
@@ -179,19 +181,38 @@ def _step_v1(d: dict[str, Any], n: int) -> StepV1:
                           _opt_int(e[2] if len(e) > 2 else None, f"new[{i}] num_computed")))
     cached = []
     for i, e in enumerate(_list(d.get("cached"), "cached")):
-        if not isinstance(e, list) or len(e) < 3:
+        if type(e) is not list or len(e) < 3:
             raise _Bad(f"cached[{i}] is not [req_id, resumed, new_block_ids, num_computed]")
         blocks = None if e[2] is None else _groups(e[2], f"cached[{i}] new_block_ids")
-        cached.append(CachedReq(_str(e[0], f"cached[{i}] req_id"), bool(e[1]), blocks,
-                                _opt_int(e[3] if len(e) > 3 else None,
-                                         f"cached[{i}] num_computed")))
+        rid = e[0] if type(e[0]) is str else _str(e[0], f"cached[{i}] req_id")
+        nc = e[3] if len(e) > 3 else None
+        if nc is not None and type(nc) is not int:
+            raise _Bad(f"cached[{i}] num_computed is {type(nc).__name__}")
+        cached.append(CachedReq(rid, bool(e[1]), blocks, nc))
+    cc = d.get("cc")
+    if cc is not None:  # columns: ids, res, nb, nc
+        if type(cc) is not dict:
+            raise _Bad("cc is not an object")
+        ids, res, nb, nc = (_list(cc.get(k), f"cc.{k}") for k in ("ids", "res", "nb", "nc"))
+        if not len(ids) == len(res) == len(nb) == len(nc):
+            raise _Bad(f"cc columns differ in length ({len(ids)}, {len(res)}, {len(nb)}, "
+                       f"{len(nc)})")
+        for i, rid in enumerate(ids):
+            c = nc[i]
+            if c is not None and type(c) is not int:
+                raise _Bad(f"cc.nc[{i}] is {type(c).__name__}")
+            cached.append(CachedReq(rid if type(rid) is str else _str(rid, f"cc.ids[{i}]"),
+                                    bool(res[i]),
+                                    None if nb[i] is None else _groups(nb[i], f"cc.nb[{i}]"), c))
     tok = d.get("tok") or {}
     if not isinstance(tok, dict):
         raise _Bad("tok is not an object")
-    tokens = {str(k): _int(v, f"tok[{k}]") for k, v in tok.items()}
+    for k, v in tok.items():
+        if type(v) is not int:
+            raise _Bad(f"tok[{k}] is {type(v).__name__}, not an integer")
     return StepV1(n, _int(d.get("n", 0), "step"), tuple(new), tuple(cached),
                   tuple(_str(x, "fin") for x in _list(d.get("fin"), "fin")),
-                  tuple(_str(x, "freed") for x in _list(d.get("freed"), "freed")), tokens,
+                  tuple(_str(x, "freed") for x in _list(d.get("freed"), "freed")), tok,
                   bool(d.get("full")))
 
 

@@ -7,11 +7,15 @@ The audit log is what ``checks/block_tables.py`` replays. Line kinds (key ``t``)
   ``split`` (1: ids are the scheduler's physical ids; r > 1: ids are vllm-ascend kernel
   "logical" blocks, r per physical block).
 * ``s``    — a V1 step: ``new`` = [[req_id, block_ids per group, num_computed_tokens]],
-  ``cached`` = [[req_id, resumed 0/1, new block ids per group or null, num_computed]],
+  ``cc`` = the cached requests as vLLM 0.11 holds them, parallel lists ``ids``, ``res``
+  (resumed_from_preemption), ``nb`` (new block ids per group, or null), ``nc``
+  (num_computed_tokens); readers also accept rows ``cached`` = [[req_id, resumed,
+  new_block_ids, num_computed]],
   ``fin`` = finished ids, ``freed`` = ids whose blocks the KV manager freed since the
-  last line (preemption or finish), ``tok`` = num_scheduled_tokens, ``full`` = 1 when
-  every cached entry carries its complete table (a sampled step or the first after a
-  rotation), so the reader may start there.
+  last line (preemption or finish), ``tok`` = num_scheduled_tokens. ``full`` = 1 (a
+  sampled step, or the first after a rotation): a cached entry with ids carries the
+  request's complete table (replace), one with null did not change since it was last
+  written, so the reader needs no skipped step.
 * ``s0``   — a V0 step: ``g`` = [[request_id, {seq_id: block table}, computed blocks]].
 * ``off``  — the plugin disabled itself, with the reason.
 
@@ -123,6 +127,7 @@ class StepRecorder:
         self.finished: list[str] = []
         self._need_full = False
         self._wrote_header = False
+        self._dirty: set[str] = set()  # got blocks in a skipped step (sampling)
 
     # -- events between steps -------------------------------------------------------------
     def on_free(self, req_id: str) -> None:
@@ -145,35 +150,53 @@ class StepRecorder:
             self._wrote_header = True
         self.out.write(line)
 
+    @staticmethod
+    def _cached(cr: Any) -> tuple[list, list, list, list]:
+        """(req_ids, resumed, new_block_ids, num_computed) of any known CachedRequestData."""
+        if isinstance(cr, list):  # vLLM ≤ 0.9: one CachedRequestData per request
+            return ([c.req_id for c in cr], [c.resumed_from_preemption for c in cr],
+                    [_ids(c.new_block_ids) for c in cr], [c.num_computed_tokens for c in cr])
+        ids = cr.req_ids
+        res = getattr(cr, "resumed_from_preemption", None)
+        if res is None:  # newer vLLM: a set of resumed ids instead of a bool list
+            rs = cr.resumed_req_ids
+            res = [rid in rs for rid in ids]
+        nb = cr.new_block_ids
+        if nb and not isinstance(nb[0], (list, tuple, type(None))):
+            raise Incompatible(f"new_block_ids[0] is {type(nb[0]).__name__}")
+        return ids, res, nb, cr.num_computed_tokens
+
     def record_v1(self, so: Any) -> None:
-        """Record one V1 SchedulerOutput (raises Incompatible on an unknown shape)."""
+        """Record one V1 SchedulerOutput (raises on an unknown shape; the caller disables).
+
+        With sampling, a skipped step only notes which requests got blocks; the sampled
+        step then carries the whole table of exactly those requests (``full``).
+        """
         self.step += 1
         fin = so.finished_req_ids
+        new_reqs = so.scheduled_new_reqs
+        ids, res, nb, nc = self._cached(so.scheduled_cached_reqs)
         if self.every > 1 and self.step % self.every:
             if fin:
                 self.finished.extend(sorted(fin))
+            dirty = self._dirty
+            for r in new_reqs:
+                dirty.add(r.req_id)
+            for i, b in enumerate(nb):
+                if b is not None:
+                    dirty.add(ids[i])
             return
         full = (self.every > 1 or self._need_full) and self.full_table is not None
-        new = [[r.req_id, _ids(r.block_ids), r.num_computed_tokens] for r in so.scheduled_new_reqs]
-        cr = so.scheduled_cached_reqs
-        if isinstance(cr, list):  # vLLM ≤ 0.9: one CachedRequestData per request
-            cached = [[c.req_id, 1 if c.resumed_from_preemption else 0,
-                       _ids(c.new_block_ids), c.num_computed_tokens] for c in cr]
-        else:
-            ids = cr.req_ids
-            nb = cr.new_block_ids
-            nc = cr.num_computed_tokens
-            res = getattr(cr, "resumed_from_preemption", None)
-            if res is None:  # newer vLLM: a set of resumed ids instead of a bool list
-                rs = cr.resumed_req_ids
-                res = [rid in rs for rid in ids]
-            if nb and not isinstance(nb[0], (list, tuple, type(None))):
-                raise Incompatible(f"new_block_ids[0] is {type(nb[0]).__name__}")
-            cached = [[ids[i], 1 if res[i] else 0, nb[i], nc[i]] for i in range(len(ids))]
+        new = [[r.req_id, _ids(r.block_ids), r.num_computed_tokens] for r in new_reqs]
         if full:
-            ft = self.full_table
-            cached = [[c[0], 1, _ids(ft(c[0])), c[3]] for c in cached]
-        rec: dict[str, Any] = {"t": "s", "n": self.step, "new": new, "cached": cached,
+            ft, dirty, every_one = self.full_table, self._dirty, self._need_full
+            nb = [_ids(ft(ids[i])) if every_one or nb[i] is not None or res[i] or ids[i] in dirty
+                  else None for i in range(len(ids))]
+            res = [b is not None for b in nb]
+            dirty.clear()
+        # cached requests as parallel columns, as vLLM holds them: cheap to encode
+        rec: dict[str, Any] = {"t": "s", "n": self.step, "new": new,
+                               "cc": {"ids": ids, "res": res, "nb": nb, "nc": nc},
                                "tok": so.num_scheduled_tokens}
         if fin or self.finished:
             rec["fin"] = self.finished + sorted(fin)  # a set: sorted for stable logs

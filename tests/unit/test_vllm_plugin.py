@@ -82,7 +82,8 @@ def test_records_vllm_011_scheduler_output(tmp_path):
     assert hdr["groups"] == ["FullAttentionSpec"] and hdr["freed_tracking"] is True
     assert hdr["pid"] == os.getpid() and hdr["split"] == 1
     assert s == {"t": "s", "n": 1, "new": [["cmpl-a-0", [[7, 8, 9]], 256]],
-                 "cached": [["cmpl-b-0", 0, None, 511], ["cmpl-c-0", 1, [[3, 4]], 0]],
+                 "cc": {"ids": ["cmpl-b-0", "cmpl-c-0"], "res": [False, True],
+                        "nb": [None, [[3, 4]]], "nc": [511, 0]},
                  "tok": {"cmpl-a-0": 44, "cmpl-b-0": 1, "cmpl-c-0": 200},
                  "fin": ["cmpl-y-0", "cmpl-z-0"], "freed": ["cmpl-q-0"]}
 
@@ -102,8 +103,9 @@ def test_records_vllm_09_list_and_newer_resumed_set_forms(tmp_path):
     install_v1(sched, st)
     sched.schedule(), sched.schedule()
     _, a, b = lines(path)
-    assert a["cached"] == [["cmpl-b-0", 0, [[5]], 511]]
-    assert b["cached"] == [["cmpl-b-0", 0, None, 511], ["cmpl-c-0", 1, [[3, 4]], 0]]
+    assert a["cc"] == {"ids": ["cmpl-b-0"], "res": [False], "nb": [[[5]]], "nc": [511]}
+    assert b["cc"] == {"ids": ["cmpl-b-0", "cmpl-c-0"], "res": [False, True],
+                       "nb": [None, [[3, 4]]], "nc": [511, 0]}
     assert st.enabled
 
 
