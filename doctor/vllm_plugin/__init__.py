@@ -50,7 +50,7 @@ class AuditState:
     def __init__(self, env: dict[str, str] | None = None) -> None:
         env = dict(os.environ if env is None else env)
         raw = env.get(ENV, "").strip()
-        self.path = raw.replace("{pid}", str(os.getpid())) if raw else ""
+        self.raw_path = raw  # {pid} is expanded when a file is opened: after any fork
         self.enabled = bool(raw)
         self.every = max(1, _int_env(env, ENV + "_EVERY", 1))
         self.max_bytes = max(1, _int_env(env, ENV + "_MAX_MB", 64)) * 1024 * 1024
@@ -60,6 +60,10 @@ class AuditState:
         self._files: dict[str, Any] = {}
         self._instances = 0
         self.recorders: list[Any] = []
+
+    @property
+    def path(self) -> str:
+        return self.raw_path.replace("{pid}", str(os.getpid()))
 
     def disable(self, reason: str) -> None:
         with self._lock:

@@ -341,3 +341,11 @@ def test_provider_option_and_service_environment(sysroot, tmp_path):
         gather_block_audit(host, RunOptions(), ServiceEnv({}, "/proc/4711/environ", 4711))
     with pytest.raises(SourceMissing):
         gather_block_audit(host, RunOptions(block_audit="/nope.jsonl"), None)
+
+
+def test_sampled_log_still_catches_a_lasting_duplicate(tmp_path):
+    path, sched = simulate(tmp_path, every=4, prefix_caching=False, inject={21: "duplicate"})
+    assert sched.injected
+    r = audit(path)
+    assert r.counts["no-prefix-cache"] >= 1
+    assert sched.injected[0][3] in r.blocks_by_kind["no-prefix-cache"]
