@@ -125,12 +125,15 @@ def _str(v: Any, what: str) -> str:
     return str(v)
 
 
+_INT = {int}
+
+
 def _ids(v: Any, what: str) -> tuple[int, ...]:
     if type(v) is not list:
         raise _Bad(f"{what} is {type(v).__name__}, not a list of block ids")
-    for x in v:
-        if type(x) is not int:
-            raise _Bad(f"{what} holds {x!r}, not a block id")
+    if v and set(map(type, v)) != _INT:  # one C-level pass (bool is not int here)
+        bad = next(x for x in v if type(x) is not int)
+        raise _Bad(f"{what} holds {bad!r}, not a block id")
     return tuple(v)
 
 
