@@ -116,6 +116,9 @@ class Replay:
         self.parked: set[str] = set()  # unscheduled, when frees are not tracked
         self.owners: dict[int, dict[str, list[tuple[int, int | None]]]] = {}  # block → holders
         self.tokens: dict[str, int] = {}
+        self._nblocks = hdr.num_gpu_blocks if hdr else None
+        self._bs = hdr.block_size if hdr and hdr.block_size else None
+        self._prefix = bool(hdr and hdr.prefix_caching)
         groups = hdr.groups if hdr else ()
         self.checked = [_is_full_attention(g) for g in groups]
         for g in groups:
@@ -152,13 +155,12 @@ class Replay:
 
     # -- ownership --------------------------------------------------------------------------
     def _add(self, req: str, g: int, idx: int | None, b: int, fresh: bool, st: StepV1) -> None:
-        hdr = self.hdr
-        n = hdr.num_gpu_blocks if hdr else None
+        n = self._nblocks
         if b < 0 or (n is not None and b >= n):
             self.r.add(Violation("out-of-range", st.step, st.line, (req,), (b,),
                                  f"block {b} of {req} (group {g}) is outside [0, {n})"))
             return
-        if b == 0 or not self._group_checked(g):
+        if b == 0 or (g and not self._group_checked(g)):
             return  # the null block; or a group whose frees the log cannot see
         holders = self.owners.get(b)
         if holders is None:
@@ -174,16 +176,17 @@ class Replay:
             g2, i2 = pos[0]
             if fresh:
                 kind = "fresh-block-held"
-            elif not (hdr and hdr.prefix_caching):
+            elif not self._prefix:
                 kind = "no-prefix-cache"
             elif g2 != g or (idx is not None and i2 is not None and i2 != idx):
                 kind = "other-position"
-            elif idx is not None and self.block_size:
+            elif idx is not None and self._bs:
                 # a cached block is full in whoever wrote it: look for one such holder
                 full_somewhere = False
+                bs, tokens = self._bs, self.tokens
                 for k, r3 in enumerate(holders):
-                    t = self.tokens.get(r3)
-                    if t is None or t // self.block_size > idx or k >= 8:
+                    t = tokens.get(r3)
+                    if t is None or t // bs > idx or k >= 8:
                         full_somewhere = True
                         break
                 if not full_somewhere:
@@ -298,31 +301,35 @@ class Replay:
         for req in (*st.finished, *st.freed):
             self._release(req)
         bs = self.block_size
+        cols = st.cols
+        tget = st.tokens.get
+        tokens = self.tokens
         for n in st.new:  # tokens first: a share is judged against what is filled by now
             if n.computed is not None:
-                self.tokens[n.req_id] = n.computed + st.tokens.get(n.req_id, 0)
-        for c in st.cached:
-            if c.computed is not None:
-                self.tokens[c.req_id] = c.computed + st.tokens.get(c.req_id, 0)
+                tokens[n.req_id] = n.computed + tget(n.req_id, 0)
+        tokens.update({rid: c + tget(rid, 0) for rid, c in zip(cols.ids, cols.computed)
+                       if c is not None})
         for n in st.new:
             hits = (n.computed // bs if bs and n.computed is not None else None)
             self._set_table(n.req_id, n.blocks, hits, st)
-        for c in st.cached:
-            if st.full and c.blocks is not None:
-                self._set_table(c.req_id, c.blocks, None, st)
-            elif c.resumed and c.blocks is not None:
-                hits = (c.computed // bs if bs and c.computed is not None else None)
-                self._set_table(c.req_id, c.blocks, hits, st)
-            elif c.blocks is not None:
-                self._append(c.req_id, c.blocks, st)
-            elif c.req_id not in self.tables:
-                self.tables[c.req_id] = []
-                self.partial.add(c.req_id)
-                self._note(c.req_id)
-            elif c.req_id in self.parked:
-                self._append(c.req_id, (), st)
+        tables, parked = self.tables, self.parked
+        for rid, resumed, blocks, computed in zip(*cols):
+            if blocks is None:  # nothing new: only unknown or parked requests need work
+                if rid not in tables:
+                    tables[rid] = []
+                    self.partial.add(rid)
+                    self._note(rid)
+                elif rid in parked:
+                    self._append(rid, (), st)
+            elif st.full:
+                self._set_table(rid, blocks, None, st)
+            elif resumed:
+                hits = (computed // bs if bs and computed is not None else None)
+                self._set_table(rid, blocks, hits, st)
+            else:
+                self._append(rid, blocks, st)
         if self.hdr is None or not self.hdr.freed_tracking:
-            scheduled = {n.req_id for n in st.new} | {c.req_id for c in st.cached}
+            scheduled = {n.req_id for n in st.new} | set(st.cols.ids)
             for req in list(self.tables):
                 if req not in scheduled and req not in self.parked:
                     self._drop(req)  # may be preempted: its blocks may be reused

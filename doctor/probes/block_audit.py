@@ -58,16 +58,29 @@ class CachedReq(NamedTuple):
     computed: int | None
 
 
+class CachedCols(NamedTuple):
+    """Cached requests of a step as parallel columns (hundreds per step: no row objects)."""
+
+    ids: tuple[str, ...] = ()
+    resumed: tuple[bool, ...] = ()
+    blocks: tuple[Blocks | None, ...] = ()
+    computed: tuple[int | None, ...] = ()
+
+
 @dataclass(frozen=True)
 class StepV1:
     line: int
     step: int
     new: tuple[NewReq, ...]
-    cached: tuple[CachedReq, ...]
+    cols: CachedCols
     finished: tuple[str, ...] = ()
     freed: tuple[str, ...] = ()
     tokens: dict[str, int] = field(default_factory=dict)
     full: bool = False
+
+    @property
+    def cached(self) -> tuple[CachedReq, ...]:
+        return tuple(CachedReq(*row) for row in zip(*self.cols)) if self.cols.ids else ()
 
 
 @dataclass(frozen=True)
@@ -126,6 +139,8 @@ def _str(v: Any, what: str) -> str:
 
 
 _INT = {int}
+_STR = {str}
+_OPT_INT = {int, type(None)}
 
 
 def _ids(v: Any, what: str) -> tuple[int, ...]:
@@ -182,38 +197,44 @@ def _step_v1(d: dict[str, Any], n: int) -> StepV1:
             raise _Bad(f"new[{i}] is not [req_id, block_ids, num_computed]")
         new.append(NewReq(_str(e[0], f"new[{i}] req_id"), _groups(e[1], f"new[{i}] block_ids"),
                           _opt_int(e[2] if len(e) > 2 else None, f"new[{i}] num_computed")))
-    cached = []
-    for i, e in enumerate(_list(d.get("cached"), "cached")):
+    ids: list[Any] = []
+    res: list[Any] = []
+    nb: list[Any] = []
+    nc: list[Any] = []
+    for i, e in enumerate(_list(d.get("cached"), "cached")):  # rows (older writers, tests)
         if type(e) is not list or len(e) < 3:
             raise _Bad(f"cached[{i}] is not [req_id, resumed, new_block_ids, num_computed]")
-        blocks = None if e[2] is None else _groups(e[2], f"cached[{i}] new_block_ids")
-        rid = e[0] if type(e[0]) is str else _str(e[0], f"cached[{i}] req_id")
-        nc = e[3] if len(e) > 3 else None
-        if nc is not None and type(nc) is not int:
-            raise _Bad(f"cached[{i}] num_computed is {type(nc).__name__}")
-        cached.append(CachedReq(rid, bool(e[1]), blocks, nc))
+        ids.append(e[0])
+        res.append(e[1])
+        nb.append(e[2])
+        nc.append(e[3] if len(e) > 3 else None)
     cc = d.get("cc")
     if cc is not None:  # columns: ids, res, nb, nc
         if type(cc) is not dict:
             raise _Bad("cc is not an object")
-        ids, res, nb, nc = (_list(cc.get(k), f"cc.{k}") for k in ("ids", "res", "nb", "nc"))
-        if not len(ids) == len(res) == len(nb) == len(nc):
-            raise _Bad(f"cc columns differ in length ({len(ids)}, {len(res)}, {len(nb)}, "
-                       f"{len(nc)})")
-        for i, rid in enumerate(ids):
-            c = nc[i]
-            if c is not None and type(c) is not int:
-                raise _Bad(f"cc.nc[{i}] is {type(c).__name__}")
-            cached.append(CachedReq(rid if type(rid) is str else _str(rid, f"cc.ids[{i}]"),
-                                    bool(res[i]),
-                                    None if nb[i] is None else _groups(nb[i], f"cc.nb[{i}]"), c))
+        cols = [_list(cc.get(k), f"cc.{k}") for k in ("ids", "res", "nb", "nc")]
+        if not len(cols[0]) == len(cols[1]) == len(cols[2]) == len(cols[3]):
+            raise _Bad("cc columns differ in length (" + ", ".join(str(len(c)) for c in cols)
+                       + ")")
+        ids += cols[0]
+        res += cols[1]
+        nb += cols[2]
+        nc += cols[3]
+    if ids and not set(map(type, ids)) <= _STR:
+        ids = [_str(x, "cached req_id") for x in ids]
+    if nc and not set(map(type, nc)) <= _OPT_INT:
+        bad = next(x for x in nc if x is not None and type(x) is not int)
+        raise _Bad(f"cached num_computed {bad!r} is not an integer")
+    cached = CachedCols(tuple(ids), tuple(map(bool, res)),
+                        tuple([None if b is None else _groups(b, "cached new_block_ids")
+                               for b in nb]), tuple(nc))
     tok = d.get("tok") or {}
     if not isinstance(tok, dict):
         raise _Bad("tok is not an object")
     for k, v in tok.items():
         if type(v) is not int:
             raise _Bad(f"tok[{k}] is {type(v).__name__}, not an integer")
-    return StepV1(n, _int(d.get("n", 0), "step"), tuple(new), tuple(cached),
+    return StepV1(n, _int(d.get("n", 0), "step"), tuple(new), cached,
                   tuple(_str(x, "fin") for x in _list(d.get("fin"), "fin")),
                   tuple(_str(x, "freed") for x in _list(d.get("freed"), "freed")), tok,
                   bool(d.get("full")))
