@@ -279,3 +279,14 @@ def test_patches_the_scheduler_when_vllm_imports_it(tmp_path):
     from checks.block_tables import replay
     from doctor.probes.block_audit import parse_text
     assert replay(parse_text(path.read_bytes())).counts["fresh-block-held"] == 1
+
+
+def test_unwritable_audit_file_disables_without_raising(tmp_path, caplog):
+    (tmp_path / "afile").write_text("x")
+    st = AuditState({"ASCEND_DOCTOR_BLOCK_AUDIT": str(tmp_path / "afile" / "audit.jsonl")})
+    sched = FakeScheduler([output_011(), output_011()])
+    install_v1(sched, st)
+    with caplog.at_level(logging.WARNING, logger="vllm.ascend_doctor.block_audit"):
+        assert sched.schedule() is not None and sched.schedule() is not None
+    assert not st.enabled and ("NotADirectory" in st.reason or "Errno" in st.reason)
+    assert sum("disabled" in r.getMessage() for r in caplog.records) == 1
