@@ -744,10 +744,12 @@ class BundleWriter:
                               sequence=True)
 
     def connections(self, conns: list[Connection]) -> None:
-        self.data.put("connections", "", [{"family": c.family, "type": c.type,
-                                           "laddr": list(c.laddr),
-                                           "raddr": list(c.raddr) if c.raddr else None,
-                                           "status": c.status, "pid": c.pid} for c in conns])
+        """Add sockets to the one socket table (parts add theirs; none replaces another's)."""
+        current = (self.data.get("connections", "") or [[]])[0]
+        self.data.put("connections", "", current + [
+            {"family": c.family, "type": c.type, "laddr": list(c.laddr),
+             "raddr": list(c.raddr) if c.raddr else None, "status": c.status, "pid": c.pid}
+            for c in conns])
 
     def clock(self, tag: str, values: list[float]) -> None:
         for v in values:

@@ -12,7 +12,9 @@ from knowledge import load
 from knowledge.gate import Gate, anchor
 
 SIGNATURES = sorted({p for e in load().entries.values() for p in e.signatures})
-TEXT = st.characters(min_codepoint=32, max_codepoint=126)
+# ASCII plus CJK: some signatures match Chinese log text (e.g. 重复块 ID)
+TEXT = st.one_of(st.characters(min_codepoint=32, max_codepoint=126),
+                 st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF))
 
 
 @pytest.mark.parametrize("pattern", SIGNATURES)

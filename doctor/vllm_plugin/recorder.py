@@ -1,0 +1,225 @@
+"""Turn one scheduler step into one bounded JSON line (no vLLM import here).
+
+The audit log is what ``checks/block_tables.py`` replays. Line kinds (key ``t``):
+
+* ``hdr``  — once per file: engine (v1/v0), vllm version, pid, num_gpu_blocks, block_size,
+  prefix_caching, KV-cache group kinds, sampling period, whether frees are tracked, and
+  ``split`` (1: ids are the scheduler's physical ids; r > 1: ids are vllm-ascend kernel
+  "logical" blocks, r per physical block).
+* ``s``    — a V1 step: ``new`` = [[req_id, block_ids per group, num_computed_tokens]],
+  ``cc`` = the cached requests as vLLM 0.11 holds them, parallel lists ``ids``, ``res``
+  (resumed_from_preemption), ``nb`` (new block ids per group, or null), ``nc``
+  (num_computed_tokens); readers also accept rows ``cached`` = [[req_id, resumed,
+  new_block_ids, num_computed]],
+  ``fin`` = finished ids, ``freed`` = ids whose blocks the KV manager freed since the
+  last line (preemption or finish), ``tok`` = num_scheduled_tokens. ``full`` = 1 (a
+  sampled step, or the first after a rotation): a cached entry with ids carries the
+  request's complete table (replace), one with null did not change since it was last
+  written, so the reader needs no skipped step.
+* ``s0``   — a V0 step: ``g`` = [[request_id, {seq_id: block table}, computed blocks]].
+* ``off``  — the plugin disabled itself, with the reason.
+
+Attribute names follow vLLM 0.11 ``vllm/v1/core/sched/output.py`` (facts: vllm-internals §3.2),
+with the 0.9 list form of ``scheduled_cached_reqs`` and the later ``resumed_req_ids`` set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Callable
+
+FORMAT_VERSION = 1
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, check_circular=False).encode
+
+
+class Incompatible(Exception):
+    """The objects vLLM handed us do not have the shape this recorder knows."""
+
+
+class AuditFile:
+    """Append-only JSON lines with a size cap and rotation (FILE → FILE.1 → … FILE.keep).
+
+    Each line is one ``os.write`` on an O_APPEND descriptor, so nothing sits in a Python
+    buffer when the engine dies. After a rotation the recorder writes a header and, from
+    the next step, a full step, so each file stands on its own.
+    """
+
+    def __init__(self, path: str, max_bytes: int, keep: int) -> None:
+        self.path = path
+        self.max_bytes = max(4096, max_bytes)
+        self.keep = max(0, keep)
+        self.rotations = 0
+        self._fd = -1
+        self._size = 0
+
+    def _open(self) -> None:
+        d = os.path.dirname(self.path)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                           0o644)
+        self._size = os.fstat(self._fd).st_size
+
+    def write(self, line: bytes) -> None:
+        if self._fd < 0:
+            self._open()
+        os.write(self._fd, line)
+        self._size += len(line)
+
+    def fits(self, n: int) -> bool:
+        """False when ``n`` more bytes would pass the cap (an empty file takes anything)."""
+        if self._fd < 0:
+            self._open()
+        return not self._size or self._size + n <= self.max_bytes
+
+    def rotate(self) -> None:
+        os.close(self._fd)
+        self._fd = -1
+        if self.keep:
+            for i in range(self.keep - 1, 0, -1):
+                src = f"{self.path}.{i}"
+                if os.path.exists(src):
+                    os.replace(src, f"{self.path}.{i + 1}")
+            os.replace(self.path, f"{self.path}.1")
+        else:
+            os.truncate(self.path, 0)
+        self.rotations += 1
+        self._open()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _ids(groups: Any) -> Any:
+    """Block ids per KV-cache group as JSON-ready lists (tuples/lists pass through)."""
+    if groups is None:
+        return None
+    if isinstance(groups, (list, tuple)) and (not groups or isinstance(groups[0], (list, tuple))):
+        return groups
+    if isinstance(groups, (list, tuple)):  # a flat list: one group (vLLM ≤ 0.8 style)
+        return (groups,)
+    raise Incompatible(f"block ids of type {type(groups).__name__}")
+
+
+class StepRecorder:
+    """Builds and writes step lines; one per engine process.
+
+    ``every`` = k records one step in k (the others cost a counter increment and the
+    free-list bookkeeping). A sampled step, or the first after a rotation, is written in
+    full: complete tables come from ``full_table(req_id)`` (the KV manager's
+    ``get_block_ids``), so the reader never needs the skipped steps.
+    """
+
+    def __init__(self, out: AuditFile, header: dict[str, Any], every: int = 1,
+                 full_table: Callable[[str], Any] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.out = out
+        self.clock = clock
+        self.header = {"t": "hdr", "v": FORMAT_VERSION, **header, "every": max(1, every)}
+        self.every = max(1, every)
+        self.full_table = full_table
+        self.step = 0
+        self.freed: list[str] = []
+        self.finished: list[str] = []
+        self._need_full = False
+        self._wrote_header = False
+        self._dirty: set[str] = set()  # got blocks in a skipped step (sampling)
+
+    # -- events between steps -------------------------------------------------------------
+    def on_free(self, req_id: str) -> None:
+        if len(self.freed) < 100_000:
+            self.freed.append(req_id)
+
+    # -- one step ------------------------------------------------------------------------
+    def _emit(self, rec: dict[str, Any]) -> None:
+        line = _dumps(rec).encode() + b"\n"
+        if self._wrote_header and not self.out.fits(len(line)):
+            self.out.rotate()  # the new file starts with a header; the next step is full
+            self._wrote_header = False
+            if not rec.get("full") and self.full_table is not None:
+                self._need_full = True
+        if not self._wrote_header:
+            hdr = {**self.header, "ts": self.clock()}
+            if self.out.rotations:
+                hdr["rotation"] = self.out.rotations
+            self.out.write(_dumps(hdr).encode() + b"\n")
+            self._wrote_header = True
+        self.out.write(line)
+
+    @staticmethod
+    def _cached(cr: Any) -> tuple[list, list, list, list]:
+        """(req_ids, resumed, new_block_ids, num_computed) of any known CachedRequestData."""
+        if isinstance(cr, list):  # vLLM ≤ 0.9: one CachedRequestData per request
+            return ([c.req_id for c in cr], [c.resumed_from_preemption for c in cr],
+                    [_ids(c.new_block_ids) for c in cr], [c.num_computed_tokens for c in cr])
+        ids = cr.req_ids
+        res = getattr(cr, "resumed_from_preemption", None)
+        if res is None:  # newer vLLM: a set of resumed ids instead of a bool list
+            rs = cr.resumed_req_ids
+            res = [rid in rs for rid in ids]
+        nb = cr.new_block_ids
+        if nb and not isinstance(nb[0], (list, tuple, type(None))):
+            raise Incompatible(f"new_block_ids[0] is {type(nb[0]).__name__}")
+        return ids, res, nb, cr.num_computed_tokens
+
+    def record_v1(self, so: Any) -> None:
+        """Record one V1 SchedulerOutput (raises on an unknown shape; the caller disables).
+
+        With sampling, a skipped step only notes which requests got blocks; the sampled
+        step then carries the whole table of exactly those requests (``full``).
+        """
+        self.step += 1
+        fin = so.finished_req_ids
+        new_reqs = so.scheduled_new_reqs
+        ids, res, nb, nc = self._cached(so.scheduled_cached_reqs)
+        if self.every > 1 and self.step % self.every:
+            if fin:
+                self.finished.extend(sorted(fin))
+            dirty = self._dirty
+            for r in new_reqs:
+                dirty.add(r.req_id)
+            for i, b in enumerate(nb):
+                if b is not None:
+                    dirty.add(ids[i])
+            return
+        full = (self.every > 1 or self._need_full) and self.full_table is not None
+        new = [[r.req_id, _ids(r.block_ids), r.num_computed_tokens] for r in new_reqs]
+        if full:
+            ft, dirty, every_one = self.full_table, self._dirty, self._need_full
+            nb = [_ids(ft(ids[i])) if every_one or nb[i] is not None or res[i] or ids[i] in dirty
+                  else None for i in range(len(ids))]
+            res = [b is not None for b in nb]
+            dirty.clear()
+        # cached requests as parallel columns, as vLLM holds them: cheap to encode
+        rec: dict[str, Any] = {"t": "s", "n": self.step, "new": new,
+                               "cc": {"ids": ids, "res": res, "nb": nb, "nc": nc},
+                               "tok": so.num_scheduled_tokens}
+        if fin or self.finished:
+            rec["fin"] = self.finished + sorted(fin)  # a set: sorted for stable logs
+            self.finished = []
+        if self.freed:
+            rec["freed"] = self.freed
+            self.freed = []
+        if full:
+            rec["full"] = 1
+            self._need_full = False
+        self._emit(rec)
+
+    def record_v0(self, seq_group_metadata_list: Any) -> None:
+        """Record one V0 step: every scheduled seq group's ``block_tables``."""
+        self.step += 1
+        if self.every > 1 and self.step % self.every:
+            return
+        groups = [[m.request_id, m.block_tables, getattr(m, "computed_block_nums", None)]
+                  for m in seq_group_metadata_list]
+        self._emit({"t": "s0", "n": self.step, "g": groups})
+
+    def disabled(self, reason: str) -> None:
+        try:
+            self._emit({"t": "off", "n": self.step, "reason": reason[:500]})
+        except Exception:  # noqa: BLE001 - disabling must never fail
+            pass
