@@ -17,6 +17,7 @@ from typing import Any, Callable
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.worker import get_current_worker
 
 from ..model import Status
@@ -196,7 +197,10 @@ class DoctorApp(App):
     def _refresh(self) -> None:
         dash = self.dashboard
         if dash is not None and dash.is_mounted:
-            dash.refresh_state(self._error)
+            try:
+                dash.refresh_state(self._error)
+            except NoMatches:  # the app is shutting down
+                pass
 
     @property
     def run_complete(self) -> bool:
@@ -234,7 +238,10 @@ class DoctorApp(App):
         dash = self.dashboard
         if dash is not None and dash.is_mounted:
             from .widgets.live import LivePanel
-            dash.query_one("#live", LivePanel).show_series(self.series, source, p.errors)
+            try:
+                dash.query_one("#live", LivePanel).show_series(self.series, source, p.errors)
+            except NoMatches:  # the app is shutting down
+                return
         if not p.recorded and self.live_enabled:
             self.set_timer(LIVE_INTERVAL, self._live_tick)  # re-armed after each poll
 

@@ -189,7 +189,7 @@ def poll_live(host: Any, service_url: str, headers: dict[str, str] | None = None
     resp = host.http_get(url, timeout=2.0, headers=headers)
     if resp.status == 200:
         try:
-            out.metrics.append(parse_metrics(resp.text()))
+            out.metrics.append(parse_metrics(resp.text))
         except FeedError as exc:
             out.errors.append(f"{url}: {exc}")
     else:
@@ -197,8 +197,8 @@ def poll_live(host: Any, service_url: str, headers: dict[str, str] | None = None
     try:
         if host.which("npu-smi"):
             r = host.run(NPU_SMI_ARGV, timeout=5.0)
-            if r.rc == 0:
-                out.npus.append(parse_npu_smi(r.text()))
+            if r.ok:
+                out.npus.append(parse_npu_smi(r.text))
             else:
                 out.errors.append("npu-smi info: " + r.describe_failure())
     except Exception as exc:  # a missing or failing tool is shown, never fatal
