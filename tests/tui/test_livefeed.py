@@ -120,3 +120,15 @@ def test_state_groups_worst_first_and_picks_the_worst_finding():
     assert st.summary()["pending"] == 1 and st.done_count() == 3
     assert [r.id for g in st.groups("torch") for r in g.rows] == ["c.fail"]
     assert [r.id for g in st.groups("warn") for r in g.rows] == ["b.warn"]
+
+
+def test_the_tui_adapters_do_not_import_textual():
+    """state, livefeed, fixflow and export hold no UI: usable (and tested) without textual."""
+    import subprocess
+    import sys
+
+    code = ("import sys, doctor.tui.state, doctor.tui.livefeed, doctor.tui.fixflow, "
+            "doctor.tui.export; print('textual' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

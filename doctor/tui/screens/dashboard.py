@@ -53,6 +53,7 @@ class DashboardScreen(Screen):
         self.query_one("#filter", Input).display = False
         self.query_one("#checks", CheckList).border_title = "Checks"
         self.query_one("#findings", FindingsList).border_title = "Findings"
+        self.query_one("#live").display = bool(getattr(self.app, "live_enabled", True))
         self.query_one("#checks").focus()
 
     # -- model → view ------------------------------------------------------------------

@@ -74,12 +74,12 @@ class DetailScreen(Screen):
                 meta += [("   fix ", "$text-muted"), (f.fix.id, "$accent"), " (f)"]
             yield Static(Content.assemble(*meta), id="d-meta")
             yield Static(Content(f.message), id="d-message")
-            yield Static(Content.assemble(("Evidence", "bold")), classes="d-heading")
-            yield Pretty(dict(f.evidence), id="d-evidence")
             yield Static(Content.assemble(("Knowledge base", "bold"),
                                           ("  (l: 中文 / English)", "$text-muted")),
                          classes="d-heading")
             yield Markdown(kb_markdown(f, self.app.lang), id="d-kb")  # type: ignore[attr-defined]
+            yield Static(Content.assemble(("Evidence", "bold")), classes="d-heading")
+            yield Pretty(dict(f.evidence), id="d-evidence")
             yield Static(Content.assemble(("Raw evidence (JSON)", "bold")), classes="d-heading")
             yield Static(json.dumps(dict(f.evidence), indent=2, ensure_ascii=False, default=str),
                          id="d-raw", markup=False)

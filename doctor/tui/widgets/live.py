@@ -38,6 +38,8 @@ class LivePanel(Vertical):
 
     def on_mount(self) -> None:
         self.border_title = "Live"
+        self.query_one("#live-status", Label).update("waiting for the first sample…")
+        self.query_one("#live-grid").display = False
 
     def show_series(self, series: LiveSeries, source: str, errors: list[str]) -> None:
         self.border_title = f"Live — {source}"

@@ -30,5 +30,6 @@ def diff_content(diff: str) -> Content:
             style = "$accent"
         else:
             style = ""
-        parts.append((line + "\n", style) if style else line + "\n")
-    return Content.assemble(*parts)
+        parts.append((line, style) if style else line)
+        parts.append("\n")
+    return Content.assemble(*parts[:-1])
