@@ -387,7 +387,9 @@ class DoctorApp(App):
     @work(thread=True, group="fix", exit_on_error=False)
     def _build_plan(self, check_id: str, finding: Any) -> None:
         try:
-            plan = fixflow.build(finding.fix.id, self.make_host(), finding.fix.params)
+            plan = fixflow.build(finding.fix, check_id, self.make_host(), self.fix_root(),
+                                 overlay=self.context in ("demo", "bundle"),
+                                 options=self.options, lang=self.lang)
         except Exception as exc:
             self.call_from_thread(self.notify, f"cannot plan {finding.fix.id}: {exc}",
                                   severity="error")
@@ -408,8 +410,8 @@ class DoctorApp(App):
     @work(thread=True, group="fix", exit_on_error=False)
     def _apply(self, check_id: str, plan: fixflow.PlanView) -> None:
         try:
-            applied = fixflow.apply(plan, self.make_host(), self.fix_root(), self.journal_dir,
-                                    run_commands=self.context == "live")
+            applied = fixflow.apply(plan, self.make_host(), self.fix_root(), self.make_host,
+                                    self.journal_dir, run_commands=self.context == "live")
         except Exception as exc:
             self.call_from_thread(self.notify, f"{plan.recipe_id} failed: {exc}",
                                   severity="error")

@@ -171,8 +171,9 @@ def _real_fixes_missing() -> str | None:
 
 @pytest.mark.skipif(_real_fixes_missing() is not None,
                     reason=f"real fixes API absent: {_real_fixes_missing()} — the TUI expects "
-                           "fixes.build_plan(recipe_id, host, params), fixes.apply(plan, root=, "
-                           "journal_dir=), fixes.undo(journal_id, root=, journal_dir=)")
+                           "fixes.plan_for(ctx, fix, params, check), fixes.context.FixContext, "
+                           "fixes.apply.apply_plan(plan, ctx, host_factory), "
+                           "fixes.apply.undo(journal_id) (or the flat build_plan/apply/undo)")
 async def test_fix_flow_with_the_real_fixes_on_the_demo(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     app = DoctorApp(demo=True, registry=subset_registry(*SNAPSHOT_CHECKS),

@@ -49,6 +49,8 @@ class FixPlanScreen(ModalScreen[bool]):
                                  classes="plan-heading")
                     yield Static("\n".join(f"{i}. {m}" for i, m in enumerate(p.manual, 1)),
                                  markup=False)
+                for n in p.notes:
+                    yield Static(Content.assemble(status_piece("info"), " ", n))
                 if not p.automatic:
                     yield Static("Nothing to apply automatically: follow the steps above.")
             with Horizontal(classes="buttons"):
