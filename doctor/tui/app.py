@@ -282,6 +282,11 @@ class DoctorApp(App):
             dash.user_moved = True
             dash.query_one("#checks").select_check(check_id)  # type: ignore[attr-defined]
 
+    def fix_check(self, check_id: str) -> None:
+        """From the palette: select the check, then the usual fix flow on its worst finding."""
+        self.goto_check(check_id)
+        self.call_later(self.action_fix)
+
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return

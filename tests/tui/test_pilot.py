@@ -87,6 +87,10 @@ async def test_filter_narrows_the_list_and_escape_clears_it():
         await pilot.press("slash", "z", "z", "z")
         assert app.screen.query_one("#checks").option_count == 0
         await pilot.press("escape")
+        await pilot.press("slash", "q", "l", "r")  # letters are text here, not keys
+        assert app.screen.query_one("#filter").value == "qlr"
+        assert app.is_running and app.lang == "en" and app.state.run_id == 1
+        await pilot.press("escape")
 
 
 async def test_detail_shows_message_evidence_and_kb_and_toggles_language():
@@ -205,7 +209,7 @@ async def test_palette_lists_the_same_actions():
         provider = DoctorCommands(app.screen)
         texts = [h.text async for h in provider.discover()]
         for word in ("Quit", "Re-run", "Export", "Details", "Fix", "Filter", "Help",
-                     "Go to check versions.pins"):
+                     "Go to check versions.pins", "Try to fix ldconf.order (ldconf.ascend-conf)"):
             assert any(word in t for t in texts), word
         hits = [h async for h in provider.search("go to check versions")]
         assert hits
