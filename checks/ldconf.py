@@ -1,11 +1,19 @@
-"""ld.so.conf order: the Ascend directories must be configured, driver/lib64 first."""
+"""ld.so.conf as ldconfig reads it: the Ascend directories configured (driver/lib64 first)
+and reached, conf files world-readable in safe directories, every configured directory
+present, and an /etc/ld.so.cache newer than the conf and listing their libraries."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
+import posixpath as _pp
+
+from doctor.errors import ParseError, SourceError, SourceMissing
+from doctor.host import Host
 from doctor.model import Category, Finding
-from doctor.probes.ldconf import LdSoConf
+from doctor.probes.elf import parse_elf
+from doctor.probes.ldcache import LDCACHE, LdCache
+from doctor.probes.ldconf import LDSO_CONF, ConfFile, LdConfState, LdSoConf
 from doctor.registry import check
 
 
@@ -43,3 +51,147 @@ def driver_first(conf: LdSoConf) -> Iterator[Finding]:
         return
     yield Finding.passed(f"{first.path} is the first of {len(ascend)} Ascend directories "
                          f"({first.origin})", evidence={"order": order})
+
+
+# -- reached, permissions, directories, cache, parse problems -------------------------------
+MAX_STALE_SHOWN = 8
+
+
+@check("ldconf.reached", title="Ascend ld.so.conf files are read by ldconfig",
+       category=Category.LIBS, tags=("libs", "ldconf"))
+def reached(conf: LdSoConf, state: LdConfState) -> Iterator[Finding]:
+    for u in state.unreached:
+        dirs = ", ".join(u.ascend_dirs) or "no directories"
+        yield Finding.fail(
+            f"{u.path} names {dirs} but is not reached from {LDSO_CONF} (read: "
+            f"{', '.join(f.path for f in conf.files)}): ldconfig ignores it, so these libraries "
+            "are not in /etc/ld.so.cache",
+            subject=u.path, evidence={"file": u.path, "ascend_dirs": list(u.ascend_dirs),
+                                      "reached": [f.path for f in conf.files]},
+            kb="ASC-LIB-002", fix="ldconf.ascend-conf", fix_params={"unreached": u.path})
+    if not state.unreached:
+        yield Finding.passed(f"every Ascend conf file under /etc/ld.so.conf.d is reached from "
+                             f"{LDSO_CONF} ({len(conf.files)} file(s) read)")
+
+
+@check("ldconf.perms", title="ld.so.conf files are world-readable and their directories safe",
+       category=Category.LIBS, tags=("libs", "ldconf", "security"))
+def perms(conf: LdSoConf, state: LdConfState) -> Iterator[Finding]:
+    bad = 0
+    files = list(conf.files) + [ConfFile(u.path, u.mode, u.uid, None, True) for u in state.unreached]
+    for f in files:
+        if f.mode is not None and not f.mode & 0o004:
+            bad += 1
+            yield Finding.fail(
+                f"{f.path} has mode {f.mode:04o}: not readable by everyone — ldconfig run by "
+                "a tool without that user's rights skips it silently (seed: mode 600 kept "
+                "libacl.so out of the cache); chmod 644 it and run ldconfig",
+                subject=f.path, evidence={"file": f.path, "mode": f"{f.mode:04o}", "uid": f.uid},
+                kb="ASC-LIB-004", fix="ldconf.ascend-conf", fix_params={"chmod": f.path})
+        elif not f.readable:
+            bad += 1
+            yield Finding.fail(f"{f.path} cannot be read by the doctor: {f.error}",
+                               subject=f.path, evidence={"file": f.path, "reason": f.error},
+                               kb="ASC-LIB-004")
+    for d in state.conf_dirs:
+        if d.mode is not None and d.mode & 0o022:
+            bad += 1
+            who = " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002))
+                               if d.mode & bit)
+            yield Finding.fail(
+                f"{d.path} has mode {d.mode:04o}: writable by {who} — anyone who can write "
+                "there can add a library directory to every process's search path "
+                f"({d.origin})", subject=d.path,
+                evidence={"dir": d.path, "mode": f"{d.mode:04o}", "uid": d.uid},
+                kb="ASC-LIB-009")
+    if not bad:
+        yield Finding.passed(f"{len(files)} conf file(s) are world-readable; "
+                             f"{len(state.conf_dirs)} conf director(ies) are not group/other-writable")
+
+
+@check("ldconf.dirs", title="Every directory in ld.so.conf exists",
+       category=Category.LIBS, tags=("libs", "ldconf"))
+def dirs_exist(state: LdConfState) -> Iterator[Finding]:
+    missing = [d for d in state.search_dirs if not d.exists]
+    for d in missing:
+        sev = "ASC-LIB-010"
+        yield (Finding.fail if "/Ascend/" in d.path + "/" else Finding.warn)(
+            f"{d.path} is configured ({d.origin}) but does not exist"
+            + (": the Ascend package that owns it is not installed or was moved"
+               if "/Ascend/" in d.path else ""),
+            subject=d.path, evidence={"dir": d.path, "origin": d.origin}, kb=sev)
+    if not missing:
+        yield Finding.passed(f"all {len(state.search_dirs)} configured directories exist")
+
+
+def _lacking(host: Host, cache: LdCache, state: LdConfState) -> list[tuple[str, str]]:
+    """(dir/name, origin) of libraries in configured dirs that ldconfig would list but the
+    cache does not; only the misses are opened (to tell a library from a linker script)."""
+    names = {e.name for e in cache.entries}
+    paths = cache.paths()
+    out = []
+    for d in state.search_dirs:
+        for n in d.libs:
+            p = _pp.join(d.path, n)
+            if n in names or p in paths:
+                continue
+            try:
+                with host.open_stream(p) as fh:
+                    info = parse_elf(fh, p)
+            except (ParseError, SourceError, SourceMissing, OSError):
+                continue  # a linker script or unreadable: ldconfig skips it too
+            if info.etype == "ET_DYN" and (info.soname is None or info.soname == n):
+                out.append((p, d.origin))
+    return out
+
+
+@check("ldconf.cache", title="/etc/ld.so.cache exists and is up to date",
+       category=Category.LIBS, tags=("libs", "ldconf", "ldcache"))
+def cache_fresh(conf: LdSoConf, state: LdConfState, cache: LdCache | None, host: Host
+                ) -> Iterator[Finding]:
+    if cache is None:
+        yield Finding.fail(f"{LDCACHE} is missing: ld.so only searches LD_LIBRARY_PATH, "
+                           "RPATH/RUNPATH and the default directories; run ldconfig",
+                           subject=LDCACHE, kb="ASC-LIB-005", fix="ldconf.ascend-conf",
+                           fix_params={"ldconfig": True})
+        return
+    stale = False
+    newer = [f for f in conf.files if f.mtime is not None and cache.mtime is not None
+             and f.mtime > cache.mtime]
+    if newer:
+        stale = True
+        f = max(newer, key=lambda f: f.mtime or 0)
+        yield Finding.fail(
+            f"{LDCACHE} is older than {f.path} by {(f.mtime or 0) - (cache.mtime or 0):.0f} s "
+            f"({len(newer)} conf file(s) changed after the last ldconfig): run ldconfig",
+            subject=LDCACHE, evidence={"cache_mtime": cache.mtime,
+                                       "newer": {x.path: x.mtime for x in newer}},
+            kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True})
+    lacking = _lacking(host, cache, state)
+    if lacking:
+        stale = True
+        shown = ", ".join(p for p, _ in lacking[:MAX_STALE_SHOWN])
+        yield Finding.fail(
+            f"{LDCACHE} ({len(cache.entries)} entries, {cache.format} format) lacks "
+            f"{len(lacking)} librar{'y' if len(lacking) == 1 else 'ies'} present in configured "
+            f"directories: {shown}" + (" …" if len(lacking) > MAX_STALE_SHOWN else "")
+            + f" (first configured at {lacking[0][1]}): the cache is stale, run ldconfig",
+            subject=LDCACHE, evidence={"lacking": [p for p, _ in lacking]},
+            kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True})
+    if not stale:
+        yield Finding.passed(f"{LDCACHE} ({cache.format} format, {len(cache.entries)} entries) "
+                             f"is newer than the {len(conf.files)} conf files and lists every "
+                             "library of the configured directories")
+
+
+@check("ldconf.parse", title="ld.so.conf and its includes parse cleanly",
+       category=Category.LIBS, tags=("libs", "ldconf"))
+def parse_problems(conf: LdSoConf) -> Iterator[Finding]:
+    for p in conf.problems:
+        kind = ("include loop" if "include loop" in p else "not UTF-8" if "UTF-8" in p
+                else "problem")
+        yield Finding.warn(f"{kind}: {p}", subject=p.split(":", 1)[0],
+                           evidence={"problem": p}, kb="ASC-LIB-011")
+    if not conf.problems:
+        yield Finding.passed(f"{len(conf.files)} conf file(s) read without loops or encoding "
+                             "errors")

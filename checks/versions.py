@@ -73,3 +73,308 @@ def pins(pkgs: Packages) -> Iterator[Finding]:
             + " holds" if any(n in PINNED_BY for n in found) else
             "none of torch, torch_npu, vllm, vllm-ascend is installed in this interpreter",
             evidence={"versions": found, "python": pkgs.python, "source": pkgs.source})
+
+
+# -- the knowledge-base matrix, the driver, the platform plugin, the chip -------------------
+import re  # noqa: E402
+
+from doctor.probes.buildinfo import VllmAscendBuild  # noqa: E402
+from doctor.probes.cann import CannStack, c_number  # noqa: E402
+from doctor.probes.npusmi import NpuSmi, kv_get  # noqa: E402
+from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
+
+
+def _public(v: str) -> str:
+    """'2.10.0+cpu' -> '2.10.0' (a local label does not change the release)."""
+    try:
+        return Version(v).public
+    except InvalidVersion:
+        return v.split("+", 1)[0]
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return Version(a).public == Version(b).public
+    except InvalidVersion:
+        return a.strip().lower() == b.strip().lower()
+
+
+def _cann_eq(a: str, b: str) -> bool:
+    return a.strip().lower().lstrip("v") == b.strip().lower().lstrip("v")
+
+
+def matrix_row(table: str, version: str) -> dict | None:
+    import knowledge
+    for row in knowledge.compat().get(table, []):
+        if _same(row["version"], version):
+            return row
+    return None
+
+
+def torch_python_row(torch: str) -> dict | None:
+    import knowledge
+    rel = _public(torch)
+    for row in knowledge.compat().get("torch_python", []):
+        if rel == row["torch"] or rel.startswith(row["torch"] + "."):
+            return row
+    return None
+
+
+@check("versions.matrix", title="vllm-ascend, vLLM, torch, torch_npu, CANN and Python were "
+       "released together", category=Category.VERSIONS, tags=("versions", "matrix"))
+def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
+    found = {n: pkgs.version(n) for n in ("vllm-ascend", "vllm", "torch", "torch-npu")}
+    toolkit = cann.active.info.version if cann and cann.active else None
+    checked = 0
+    bad = 0
+    va = found["vllm-ascend"]
+    if va:
+        row = matrix_row("vllm_ascend", va)
+        if row is None:
+            yield Finding.info(f"vllm-ascend {va} is not in the compatibility matrix (knowledge/"
+                               "compat.toml ends at the releases in the facts); its own pins are "
+                               "checked by versions.pins", evidence={"versions": found})
+        else:
+            checked += 1
+            src = row["source"]
+            for name, want in (("vllm", row["vllm"]), ("torch", [row["torch"]]),
+                               ("torch-npu", [row["torch_npu"]])):
+                have = found[name]
+                if have is None:
+                    continue
+                if not any(_same(have, w) for w in want):
+                    bad += 1
+                    yield Finding.fail(
+                        f"vllm-ascend {va} is released with {name} {' or '.join(want)}; "
+                        f"found {have}", subject=f"vllm-ascend {va}",
+                        evidence={"package": name, "expected": want, "installed": have,
+                                  "source": src}, kb="ASC-VER-002", fix="versions.pip-match",
+                        fix_params={"package": name, "requirement": f"{name}=={want[0]}"})
+            try:
+                if pkgs.python and not SpecifierSet(row["python"]).contains(pkgs.python):
+                    bad += 1
+                    yield Finding.fail(f"vllm-ascend {va} supports Python {row['python']}; "
+                                       f"the service's interpreter is {pkgs.python}",
+                                       evidence={"python": pkgs.python, "source": src},
+                                       kb="ASC-VER-002")
+            except InvalidSpecifier:
+                pass
+            if toolkit and not _cann_eq(toolkit, row["cann"]):
+                bad += 1
+                yield Finding.warn(
+                    f"vllm-ascend {va} was validated with CANN {row['cann']}; the active toolkit "
+                    f"is CANN {toolkit} ({cann.active.home})", subject=f"vllm-ascend {va}",
+                    evidence={"expected_cann": row["cann"], "cann": toolkit, "source": src},
+                    kb="ASC-VER-002")
+    tn = found["torch-npu"]
+    if tn:
+        row = matrix_row("torch_npu", tn)
+        if row is not None:
+            checked += 1
+            if found["torch"] and not _same(_public(found["torch"]), row["torch"]):
+                bad += 1
+                yield Finding.fail(f"torch_npu {tn} extends torch {row['torch']}; found torch "
+                                   f"{found['torch']}", subject=f"torch_npu {tn}",
+                                   evidence={"expected": row["torch"], "installed": found["torch"],
+                                             "source": row["source"]}, kb="ASC-VER-003",
+                                   fix="versions.pip-match",
+                                   fix_params={"package": "torch",
+                                               "requirement": f"torch=={row['torch']}"})
+            if toolkit and not _cann_eq(toolkit, row["cann"]):
+                bad += 1
+                yield Finding.fail(
+                    f"torch_npu {tn} is built for CANN {row['cann']} (branch {row['branch']}); "
+                    f"the active toolkit is CANN {toolkit} ({cann.active.home}); CANN and "
+                    "torch_npu pair strictly", subject=f"torch_npu {tn}",
+                    evidence={"expected_cann": row["cann"], "cann": toolkit,
+                              "source": row["source"]}, kb="ASC-VER-003")
+        else:
+            yield Finding.info(f"torch_npu {tn} is not in the torch_npu/CANN table of "
+                               "knowledge/compat.toml; its CANN pairing cannot be checked here",
+                               evidence={"torch_npu": tn})
+    if found["torch"] and pkgs.python:
+        row = torch_python_row(found["torch"])
+        if row is not None:
+            checked += 1
+            if not SpecifierSet(row["python"]).contains(pkgs.python):
+                bad += 1
+                yield Finding.fail(f"torch {found['torch']} supports Python {row['python']}; the "
+                                   f"interpreter is {pkgs.python}",
+                                   evidence={"source": row["source"]}, kb="ASC-VER-002")
+    if toolkit and cann.nnal and not _cann_eq(cann.nnal, toolkit):
+        bad += 1
+        yield Finding.warn(f"NNAL/ATB {cann.nnal} differs from CANN {toolkit}: vllm-ascend "
+                           "installs NNAL at the CANN version (libatb.so is built against it)",
+                           evidence={"nnal": cann.nnal, "cann": toolkit}, kb="ASC-VER-002")
+    if not bad:
+        what = ", ".join(f"{n} {v}" for n, v in found.items() if v)
+        if toolkit:
+            what += f", CANN {toolkit}"
+        yield Finding.passed(f"{what}: consistent with the compatibility matrix" if checked else
+                             f"nothing to compare against the matrix ({what or 'no stack installed'})",
+                             evidence={"versions": found, "cann": toolkit})
+
+
+@check("versions.driver-cann", title="The NPU driver accepts the installed CANN toolkit",
+       category=Category.VERSIONS, tags=("versions", "driver", "cann"))
+def driver_cann(cann: CannStack) -> Iterator[Finding]:
+    for path, reason in cann.problems:
+        yield Finding.error(f"cannot use {path}: {reason}", subject=path,
+                            evidence={"file": path, "reason": reason})
+    drv = cann.driver
+    if drv is None:
+        yield Finding.skip("no driver version file (/usr/local/Ascend/driver/version.info); "
+                           "the driver is not installed or not mounted")
+        return
+    if not cann.toolkits:
+        yield Finding.skip(f"driver {drv.version} is installed but no CANN toolkit was found")
+        return
+    for tk in cann.toolkits:
+        ok = drv.accepts(tk.info.innerversion)
+        c = c_number(tk.info.innerversion)
+        ev = {"driver": drv.version, "driver_inner": drv.innerversion,
+              "compatible_version": list(drv.compatible_version), "toolkit": tk.info.version,
+              "toolkit_inner": tk.info.innerversion, "toolkit_path": tk.info_path}
+        active = tk is cann.active
+        if ok is None:
+            yield Finding.info(f"CANN {tk.info.version} ({tk.info_path}): innerversion "
+                               f"{tk.info.innerversion or 'absent'} or the driver's "
+                               "compatible_version list cannot be compared", evidence=ev)
+        elif not ok:
+            make = Finding.fail if active else Finding.warn
+            yield make(f"driver {drv.version} accepts CANN {', '.join(drv.compatible_version)}; "
+                       f"{'the active' if active else 'an installed'} toolkit CANN "
+                       f"{tk.info.version} is {c} ({tk.info.innerversion}, {tk.info_path})",
+                       subject=tk.home, evidence=ev, kb="ASC-VER-004")
+        else:
+            yield Finding.passed(f"driver {drv.version} accepts CANN {tk.info.version} ({c} is "
+                                 "in its compatible_version list)", subject=tk.home, evidence=ev)
+
+
+@check("versions.cann-upgrade", title="Every CANN component runs the installed version",
+       category=Category.VERSIONS, tags=("versions", "cann"))
+def cann_upgrade(cann: CannStack) -> Iterator[Finding]:
+    with_cfg = [t for t in cann.toolkits if t.version_cfg is not None]
+    if not with_cfg:
+        yield Finding.skip("no toolkit with a version.cfg was found")
+        return
+    for tk in with_cfg:
+        partial = tk.version_cfg.partial_upgrades()
+        if partial:
+            parts = [f"{c}: running {r.inner}:{r.cann}, installed {i.inner}:{i.cann}"
+                     for c, r, i in partial]
+            yield Finding.fail(f"{tk.real}/version.cfg: {len(partial)} component(s) run another "
+                               f"version than installed (partial upgrade): {'; '.join(parts)}",
+                               subject=tk.real, evidence={"components": parts}, kb="ASC-VER-005")
+        else:
+            yield Finding.passed(f"{tk.real}/version.cfg: all {len(tk.version_cfg.components)} "
+                                 "components run their installed version", subject=tk.real)
+
+
+@check("versions.driver-active", title="The installed NPU driver is the one running",
+       category=Category.VERSIONS, tags=("versions", "driver", "npu"), timeout=45.0)
+def driver_active(cann: CannStack, smi: NpuSmi) -> Iterator[Finding]:
+    if cann.driver is None:
+        yield Finding.skip("no /usr/local/Ascend/driver/version.info")
+        return
+    if smi.info is None or not smi.info.driver_version:
+        yield Finding.skip("npu-smi info gave no driver version (see npu.smi)")
+        return
+    installed, running = cann.driver.version, smi.info.driver_version
+    if installed.lower() != running.lower():
+        yield Finding.fail(f"driver {installed} is installed (driver/version.info) but npu-smi "
+                           f"reports {running}: the new driver is not active until the host "
+                           "reboots", evidence={"installed": installed, "running": running},
+                           kb="ASC-VER-006")
+    else:
+        yield Finding.passed(f"driver {installed} is installed and running")
+
+
+@check("versions.platform-plugin", title="vLLM has the Ascend platform plugin",
+       category=Category.VERSIONS, tags=("versions", "packages"))
+def platform_plugin(pkgs: Packages) -> Iterator[Finding]:
+    vllm = pkgs.get("vllm")
+    if vllm is None:
+        yield Finding.skip(f"vLLM is not installed ({pkgs.source})")
+        return
+    plugins = [(p.name, ep[1], ep[2]) for p in pkgs.packages.values() for ep in p.entry_points
+               if ep[0] == "vllm.platform_plugins"]
+    if not plugins:
+        yield Finding.fail(
+            f"vllm {vllm.version} is installed but no package provides a vllm.platform_plugins "
+            "entry point: vLLM will look for CUDA (a plain `pip install vllm`); install "
+            "vllm-ascend", subject=f"vllm {vllm.version}",
+            evidence={"vllm": vllm.version, "vllm_ascend": pkgs.version("vllm-ascend")},
+            kb="ASC-VER-007", fix="versions.pip-match",
+            fix_params={"package": "vllm-ascend", "requirement": f"vllm-ascend=={vllm.version}"})
+        return
+    yield Finding.passed("vllm platform plugins: " + ", ".join(f"{n} ({e} = {v})"
+                                                               for n, e, v in plugins))
+
+
+CHIP_FAMILIES = (("310P", re.compile(r"^310P", re.I)), ("A2", re.compile(r"^910B", re.I)),
+                 ("A3", re.compile(r"^(Ascend910|910_93|910C)", re.I)),
+                 ("310B", re.compile(r"^310B", re.I)))
+
+
+def chip_family(name: str) -> str | None:
+    for fam, rx in CHIP_FAMILIES:
+        if rx.search(name.strip()):
+            return fam
+    return None
+
+
+@check("versions.chip", title="vllm-ascend was built for the chip in this host",
+       category=Category.VERSIONS, tags=("versions", "npu"), timeout=45.0)
+def chip_match(build: VllmAscendBuild, smi: NpuSmi) -> Iterator[Finding]:
+    if smi.info is None or not smi.info.chips:
+        yield Finding.skip("npu-smi info gave no NPU rows (see npu.smi)")
+        return
+    names = sorted({c.name for c in smi.info.chips})
+    board = smi.board.pairs if smi.board and smi.board.pairs else ()
+    board_name = (kv_get(board, "Chip Name") or [""])[0]
+    fams = {chip_family(n) for n in names} - {None}
+    if not fams and board_name:
+        fams = {chip_family(board_name)} - {None}
+    if not fams:
+        yield Finding.info(f"chip name(s) {', '.join(names)} are not a known family; "
+                           f"vllm-ascend was built for {build.device_type}")
+        return
+    want = build.device_type.upper()
+    if want not in {f.upper() for f in fams}:
+        yield Finding.fail(f"vllm-ascend was built for {build.device_type} ({build.path}) but "
+                           f"npu-smi shows {', '.join(names)} ({'/'.join(sorted(fams))})",
+                           evidence={"device_type": build.device_type, "chips": names},
+                           kb="ASC-VER-008")
+    else:
+        yield Finding.passed(f"vllm-ascend built for {build.device_type}; npu-smi shows "
+                             f"{', '.join(names)}")
+
+
+def _num(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+@check("versions.driver-firmware", title="The NPU firmware is in the range the driver accepts",
+       category=Category.VERSIONS, tags=("versions", "driver", "firmware"))
+def driver_firmware(cann: CannStack) -> Iterator[Finding]:
+    drv, fw = cann.driver, cann.firmware
+    if drv is None or fw is None:
+        yield Finding.skip("needs both /usr/local/Ascend/driver/version.info and "
+                           "/usr/local/Ascend/firmware/version.info")
+        return
+    ranges = [r.split(",") for r in drv.compatible_version_fw if r.count(",") == 1]
+    if not ranges:
+        yield Finding.info(f"driver {drv.version} lists no compatible_version_fw range")
+        return
+    have = _num(fw.version)
+    ok = any(_num(lo) <= have <= _num(hi) for lo, hi in ranges)
+    text = ", ".join(f"[{lo},{hi}]" for lo, hi in ranges)
+    ev = {"firmware": fw.version, "driver": drv.version, "compatible_version_fw": text}
+    if ok:
+        yield Finding.passed(f"firmware {fw.version} is within driver {drv.version}'s range {text}",
+                             evidence=ev)
+    else:
+        yield Finding.fail(f"firmware {fw.version} is outside driver {drv.version}'s "
+                           f"compatible_version_fw {text}: upgrade the firmware package to "
+                           "the one released with the driver", evidence=ev, kb="ASC-VER-004")

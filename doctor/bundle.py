@@ -131,9 +131,13 @@ class BundleData:
         for kind, table in data.index.items():
             for entries in table.values():
                 for e in entries:
-                    if isinstance(e, dict) and "blob" in e and e["blob"] not in data.blobs:
-                        raise BundleError(f"{name} is truncated: blob {e['blob'][:12]}… "
-                                          f"for a {kind} entry is missing")
+                    if not isinstance(e, dict):
+                        continue
+                    for field in ("blob", "out", "err", "body"):
+                        ref = e.get(field)
+                        if isinstance(ref, str) and ref and ref not in data.blobs:
+                            raise BundleError(f"{name} is truncated: blob {ref[:12]}… "
+                                              f"for a {kind} entry is missing")
         return data
 
 
@@ -199,8 +203,39 @@ class RecordingHost(Host):
         return value
 
     def open_stream(self, path):
-        data = self.read_bytes(path, MAX_BLOB)
-        return io.BytesIO(data)
+        """A stream that records the byte ranges a probe actually reads.
+
+        An ELF parser reads a few kilobytes of a 97 MB libtorch_npu.so; a log reader reads
+        it all. Either way the bundle holds exactly what was read (up to MAX_BLOB).
+        """
+        p = norm(path)
+        try:
+            inner = self.inner.open_stream(p)
+        except (SourceMissing, SourceError) as exc:
+            self.data.put("stream", p, _err_entry(exc))
+            raise
+        return io.BufferedReader(_RecordingStream(inner, p, self))
+
+    def _store_ranges(self, path: str, size: int, ranges: list[tuple[int, bytes]]) -> None:
+        merged: list[list[Any]] = []
+        for off, chunk in sorted(ranges, key=lambda r: r[0]):
+            if merged and off <= merged[-1][0] + len(merged[-1][1]):
+                start, data = merged[-1]
+                end = off + len(chunk)
+                if end > start + len(data):
+                    data = data[:off - start] + chunk
+                merged[-1] = [start, data]
+            else:
+                merged.append([off, chunk])
+        total, kept = 0, []
+        for off, data in merged:
+            if total >= MAX_BLOB:
+                break
+            data = data[:MAX_BLOB - total]
+            total += len(data)
+            kept.append([off, self.data.blob(redact_bytes(data) if off == 0 and size == len(data)
+                                              else data)])
+        self.data.put("stream", path, {"size": size, "ranges": kept})
 
     def listdir(self, path):
         p = norm(path)
@@ -301,6 +336,82 @@ class RecordingHost(Host):
         return self.data
 
 
+class _RecordingStream(io.RawIOBase):
+    """Wraps a real stream; remembers (offset, bytes) of every read for the bundle."""
+
+    def __init__(self, inner: BinaryIO, path: str, host: "RecordingHost") -> None:
+        self._inner, self._path, self._host = inner, path, host
+        self._ranges: list[tuple[int, bytes]] = []
+        self._recorded = 0
+        try:
+            inner.seek(0, io.SEEK_END)
+            self._size = inner.tell()
+            inner.seek(0)
+        except (OSError, ValueError):
+            self._size = -1
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._inner.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._inner.tell()
+
+    def readinto(self, b) -> int:
+        pos = self._inner.tell()
+        data = self._inner.read(len(b))
+        n = len(data)
+        b[:n] = data
+        if n and self._recorded < MAX_BLOB:
+            self._ranges.append((pos, bytes(data)))
+            self._recorded += n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._host._store_ranges(self._path, self._size, self._ranges)
+            self._inner.close()
+        super().close()
+
+
+class _SparseStream(io.RawIOBase):
+    """Serves the recorded ranges of a file; reading outside them is a SourceError."""
+
+    def __init__(self, path: str, size: int, ranges: list[tuple[int, bytes]]) -> None:
+        self._path, self._size, self._ranges, self._pos = path, size, ranges, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, b) -> int:
+        if self._pos >= self._size:
+            return 0
+        for off, data in self._ranges:
+            if off <= self._pos < off + len(data):
+                chunk = data[self._pos - off:self._pos - off + len(b)]
+                b[:len(chunk)] = chunk
+                self._pos += len(chunk)
+                return len(chunk)
+        raise SourceError(self._path, f"byte {self._pos} of this file was not collected in the "
+                          "bundle")
+
+
 # -----------------------------------------------------------------------------------------
 class BundleHost(Host):
     """Answers every Host question from a bundle; files may be overlaid by a directory.
@@ -383,7 +494,16 @@ class BundleHost(Host):
         return self._blob(e["blob"])[:limit]
 
     def open_stream(self, path) -> BinaryIO:
-        return io.BytesIO(self.read_bytes(path, MAX_BLOB))
+        p = norm(path)
+        if self._overlay_has(p):
+            return self._overlay_host().open_stream(p)
+        e = self._next("stream", p)
+        if e is None:
+            return io.BytesIO(self.read_bytes(p, MAX_BLOB))
+        if "error" in e:
+            _raise(e)
+        return io.BufferedReader(_SparseStream(p, e["size"],
+                                              [(off, self._blob(d)) for off, d in e["ranges"]]))
 
     def listdir(self, path):
         p = norm(path)

@@ -133,3 +133,98 @@ def walk_ldconf(host: Host, path: str = LDSO_CONF, max_depth: int = 16) -> LdSoC
 @provider
 def gather_ldconf(host: Host) -> LdSoConf:
     return walk_ldconf(host)
+
+
+# -- what ldconfig would see besides the conf text ------------------------------------------
+CONF_D = "/etc/ld.so.conf.d"
+MAX_DIR_ENTRIES = 4000
+
+
+@dataclass(frozen=True)
+class UnreachedConf:
+    """A conf file that names Ascend directories but is not read by ldconfig."""
+
+    path: str
+    ascend_dirs: tuple[str, ...]
+    mode: int | None = None
+    uid: int | None = None
+
+
+@dataclass(frozen=True)
+class DirState:
+    path: str
+    origin: str  # file:line, or "holds <conf>" for a conf directory
+    exists: bool
+    mode: int | None = None
+    uid: int | None = None
+    libs: tuple[str, ...] = ()  # lib*.so / lib*.so.N names listed in it (bounded)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class LdConfState:
+    """Unreached Ascend conf files, the configured dirs and the dirs holding conf files."""
+
+    unreached: tuple[UnreachedConf, ...]
+    search_dirs: tuple[DirState, ...]
+    conf_dirs: tuple[DirState, ...]
+
+
+def _is_lib_name(name: str) -> bool:
+    if not name.startswith("lib") or ".so" not in name:
+        return False
+    head, _, tail = name.partition(".so")
+    return tail == "" or (tail.startswith(".") and tail[1:].replace(".", "").isdigit()
+                          and tail.count(".") == 1)
+
+
+def _ascend_dirs_in(text: str) -> tuple[str, ...]:
+    return tuple(d.value for d in parse_ldconf_text(text)
+                 if d.kind == "dir" and "/Ascend/" in d.value + "/")
+
+
+def _dir_state(host: Host, path: str, origin: str, list_libs: bool) -> DirState:
+    try:
+        st = host.stat(path)
+    except SourceMissing:
+        return DirState(path, origin, False)
+    except SourceError as exc:
+        return DirState(path, origin, True, error=exc.reason)
+    libs: tuple[str, ...] = ()
+    err = None
+    if list_libs and st.is_dir:
+        try:
+            libs = tuple(n for n in host.listdir(path)[:MAX_DIR_ENTRIES] if _is_lib_name(n))
+        except (SourceMissing, SourceError) as exc:
+            err = exc.reason
+    return DirState(path, origin, st.is_dir, st.perm, st.uid, libs, err)
+
+
+@provider
+def gather_ldconf_state(host: Host, conf: LdSoConf) -> LdConfState:
+    reached = {f.path for f in conf.files}
+    unreached = []
+    cands = host.glob(f"{CONF_D}/*")
+    for c in cands:
+        if c in reached:
+            continue
+        try:
+            text = host.read_bytes(c, 1024 * 1024).decode("utf-8", "replace")
+        except (SourceMissing, SourceError):
+            text = ""
+        dirs = _ascend_dirs_in(text)
+        if dirs or "ascend" in posixpath.basename(c).lower():
+            try:
+                st = host.stat(c)
+                mode, uid = st.perm, st.uid
+            except (SourceMissing, SourceError):
+                mode = uid = None
+            unreached.append(UnreachedConf(c, dirs, mode, uid))
+    search = tuple(_dir_state(host, d.path, d.origin, True) for d in conf.search_dirs)
+    holders: dict[str, str] = {}
+    for f in conf.files:
+        holders.setdefault(posixpath.dirname(f.path), f.path)
+    if host.is_dir(CONF_D):
+        holders.setdefault(CONF_D, CONF_D)
+    conf_dirs = tuple(_dir_state(host, d, f"holds {f}", False) for d, f in holders.items())
+    return LdConfState(tuple(unreached), search, conf_dirs)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
+from typing import Mapping
+from urllib.parse import urlsplit
 
-from ..errors import SourceError, SourceMissing
+from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host, ProcInfo
 from ..options import RunOptions
 from ..registry import provider
@@ -24,7 +26,8 @@ def is_vllm_server(cmdline: tuple[str, ...]) -> bool:
         return False
     for i, arg in enumerate(cmdline):
         base = posixpath.basename(arg)
-        if base == "vllm" and i + 1 < len(cmdline) and cmdline[i + 1] == "serve":
+        if (base == "vllm" or arg == "vllm.entrypoints.cli.main") and i + 1 < len(cmdline) \
+                and cmdline[i + 1] == "serve":
             return True
         if arg in _SERVER_MODULES or any(arg.endswith(m.replace(".", "/") + ".py")
                                          for m in _SERVER_MODULES):
@@ -42,10 +45,126 @@ def parse_environ(raw: bytes) -> dict[str, str]:
     return env
 
 
+ArgValue = "str | bool"
+# store_true flags of vLLM's CLI: a following word is a positional, not their value
+BOOL_FLAGS = frozenset({
+    "enforce-eager", "trust-remote-code", "enable-prefix-caching", "enable-chunked-prefill",
+    "disable-log-stats", "disable-log-requests", "enable-log-requests",
+    "enable-server-load-tracking", "enable-expert-parallel", "disable-custom-all-reduce",
+    "async-scheduling", "headless", "enable-auto-tool-choice", "enable-prompt-embeds",
+    "enable-sleep-mode", "disable-frontend-multiprocessing", "enable-lora"})
+_WORKER_MARKS = ("EngineCore", "Worker_TP", "VLLMWorker", "VLLM::Worker")
+
+
+def parse_vllm_args(argv: "tuple[str, ...] | list[str]") -> tuple[dict[str, "str | bool"], str | None]:
+    """The server's flags as ``{"block-size": "16", "enable-prefix-caching": False, ...}``.
+
+    Handles ``--x y``, ``--x=y``, bare ``--x`` (True) and ``--no-x`` (``x`` = False); the
+    first positional after ``serve`` is the model (``vllm serve MODEL``). Everything before
+    the entry point (python, -m, the module) is skipped. Returns (flags, model positional).
+    """
+    argv = list(argv)
+    start = 0
+    for i, a in enumerate(argv):
+        if a == "serve" and i > 0 and (posixpath.basename(argv[i - 1]) == "vllm"
+                                       or argv[i - 1] == "vllm.entrypoints.cli.main"):
+            start = i + 1
+            break
+        if a in _SERVER_MODULES or any(a.endswith(m.replace(".", "/") + ".py")
+                                       for m in _SERVER_MODULES):
+            start = i + 1
+            break
+    flags: dict[str, str | bool] = {}
+    positional: str | None = None
+    rest = argv[start:]
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        if a.startswith("--") and len(a) > 2:
+            name, eq, value = a[2:].partition("=")
+            name = name.replace("_", "-")
+            if eq:
+                flags[name] = value
+            elif i + 1 < len(rest) and not (rest[i + 1].startswith("--") and len(rest[i + 1]) > 2) \
+                    and (name not in BOOL_FLAGS or rest[i + 1].lower() in ("true", "false")):
+                if name.startswith("no-"):
+                    flags[name[3:]] = False
+                else:
+                    flags[name] = rest[i + 1]
+                    i += 1
+            elif name.startswith("no-"):
+                flags[name[3:]] = False
+            else:
+                flags[name] = True
+        elif positional is None and not a.startswith("-"):
+            positional = a
+        i += 1
+    return flags, positional
+
+
+def parse_simple_yaml(text: str, source: str = "config") -> dict[str, "str | bool"]:
+    """The flat ``key: value`` subset of YAML that ``vllm serve --config`` files use.
+
+    pyyaml is not a dependency, so this reads only top-level scalars (comments, quotes,
+    true/false); nested blocks and lists raise ParseError naming the line, so a finding
+    can say the file was not understood instead of guessing.
+    """
+    out: dict[str, str | bool] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if not line.strip() or line.strip() == "---":
+            continue
+        if line[0] in " \t" or line.lstrip().startswith("- "):
+            raise ParseError(source, f"line {n}: nested YAML is not supported ({raw.strip()[:60]!r})")
+        key, sep, value = line.partition(":")
+        if not sep or not key.strip():
+            raise ParseError(source, f"line {n}: not a 'key: value' line ({raw.strip()[:60]!r})")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif value.lower() in ("true", "yes", "on"):
+            out[key.strip().replace("_", "-")] = True
+            continue
+        elif value.lower() in ("false", "no", "off"):
+            out[key.strip().replace("_", "-")] = False
+            continue
+        out[key.strip().replace("_", "-")] = value
+    return out
+
+
+def is_worker(p: ProcInfo) -> bool:
+    """EngineCore / VLLMWorker_TP* children (their process titles, or their cmdline)."""
+    text = p.name + " " + " ".join(p.cmdline[:2])
+    return any(m in text for m in _WORKER_MARKS)
+
+
 @dataclass(frozen=True)
 class ServiceProcess:
     proc: ProcInfo
     children: tuple[ProcInfo, ...] = ()
+    args: Mapping[str, "str | bool"] = field(default_factory=dict)  # cmdline + --config file
+    model: str | None = None
+    config_file: str | None = None
+    config_error: str | None = None  # why the --config file could not be used
+    listen_ports: tuple[int, ...] = ()
+    visible_devices: str | None = None  # ASCEND_RT_VISIBLE_DEVICES of this process (None: unset)
+    env_error: str | None = None
+
+    @property
+    def workers(self) -> tuple[ProcInfo, ...]:
+        return tuple(c for c in self.children if is_worker(c))
+
+    @property
+    def user(self) -> str:
+        return self.proc.user
+
+    def arg(self, name: str) -> "str | bool | None":
+        return self.args.get(name)
+
+    @property
+    def model_name(self) -> str:
+        m = self.args.get("model")
+        return str(m) if isinstance(m, str) else (self.model or "")
 
     @property
     def pid(self) -> int:
@@ -107,12 +226,64 @@ def find_servers(procs: list[ProcInfo], pid: int | None) -> ServiceProcesses:
                                   for p in sorted(top, key=lambda p: p.pid)))
 
 
+def _url_port(url: str) -> int | None:
+    try:
+        parts = urlsplit(url)
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+
+
+def _enrich(host: Host, sp: ServiceProcess, listening: dict[int, list[int]]) -> ServiceProcess:
+    """Arguments (with the --config file), listening ports and visible devices of one server."""
+    flags, positional = parse_vllm_args(sp.proc.cmdline)
+    cfg_path = flags.get("config") if isinstance(flags.get("config"), str) else None
+    cfg_error = None
+    if cfg_path:
+        path = str(cfg_path)
+        if not path.startswith("/"):
+            try:
+                path = posixpath.join(host.realpath(f"/proc/{sp.pid}/cwd"), path)
+            except (SourceMissing, SourceError):
+                pass
+        try:
+            from_file = parse_simple_yaml(host.read_text(path, 1024 * 1024), path)
+            flags = {**from_file, **flags}  # the command line wins over the file, as in vLLM
+        except (SourceMissing, SourceError) as exc:  # ParseError is a SourceError
+            cfg_error = f"{exc.source}: {exc.reason}"
+        cfg_path = path
+    ports: set[int] = set()
+    for pid in (sp.pid, *(c.pid for c in sp.children)):
+        ports.update(listening.get(pid, ()))
+    visible, env_error = None, None
+    try:
+        env = parse_environ(host.proc_read(sp.pid, "environ"))
+        visible = env.get("ASCEND_RT_VISIBLE_DEVICES")
+    except (SourceMissing, SourceError) as exc:
+        env_error = exc.reason
+    return ServiceProcess(sp.proc, sp.children, flags, positional, cfg_path, cfg_error,
+                          tuple(sorted(ports)), visible, env_error)
+
+
 @provider
 def gather_service_processes(host: Host, options: RunOptions) -> ServiceProcesses:
     found = find_servers(host.processes(), options.pid)
     if options.pid is not None and not found.servers:
         raise SourceMissing(f"pid {options.pid}", "no such process")
-    return found
+    listening: dict[int, list[int]] = {}
+    if found.servers:
+        try:
+            for c in host.connections():
+                if c.status == "LISTEN" and c.pid is not None:
+                    listening.setdefault(c.pid, []).append(c.laddr[1])
+        except (SourceMissing, SourceError):
+            pass
+    servers = [_enrich(host, sp, listening) for sp in found.servers]
+    if options.service_url_given and len(servers) > 1:  # --service names the instance
+        port = _url_port(options.service_url)
+        servers.sort(key=lambda s: (port not in s.listen_ports and
+                                    str(s.args.get("port", "8000")) != str(port), s.pid))
+    return ServiceProcesses(tuple(servers), found.pinned)
 
 
 @provider

@@ -9,8 +9,8 @@ from __future__ import annotations
 from ..model import Report, Status
 from ..redact import redact_obj, redact_text
 
-ENV_KEYS = ("versions", "packages", "cann", "driver", "firmware", "npu", "chip", "python",
-            "env", "cpu", "os")
+# Evidence keys any check may publish; the first finding carrying a key wins.
+ENV_KEYS = ("os", "versions", "packages", "env", "env_source", "cpu", "npu_smi", "cann_info")
 
 
 def render(report: Report, kb=None, lang: str = "en") -> str:
@@ -20,21 +20,10 @@ def render(report: Report, kb=None, lang: str = "en") -> str:
            f"- context: {report.context}, started {report.started_at}, "
            f"{report.duration_s:.2f} s",
            "- summary: " + ", ".join(f"{v} {k}" for k, v in report.summary.items() if v), ""]
-    env_blocks: list[str] = []
-    for r in report.results:
-        for f in r.findings:
-            ev = redact_obj(dict(f.evidence))
-            for key in ENV_KEYS:
-                if key in ev and isinstance(ev[key], (dict, list, str)) and ev[key]:
-                    env_blocks.append(_block(f"{r.check_id}: {key}", ev[key]))
-    if env_blocks:
-        out += ["<details><summary>Environment (as collect_env reports it)</summary>", "", "```"]
-        seen = set()
-        for b in env_blocks:
-            if b not in seen:
-                out.append(b)
-                seen.add(b)
-        out += ["```", "</details>", ""]
+    env = _collect_env(report)
+    if env:
+        out += ["<details><summary>Environment (the fields of vllm-ascend's collect_env)</summary>",
+                "", "```", *env, "```", "</details>", ""]
     out += ["### Findings", "", "| status | check | message | kb |", "|---|---|---|---|"]
     rows = sorted(((r, f) for r in report.results for f in r.findings
                    if f.status not in (Status.PASS, Status.SKIP)),
@@ -59,12 +48,32 @@ def render(report: Report, kb=None, lang: str = "en") -> str:
     return "\n".join(out) + "\n"
 
 
-def _block(title: str, value) -> str:
-    lines = [f"# {title}"]
-    if isinstance(value, dict):
-        lines += [f"{k}: {v}" for k, v in value.items()]
-    elif isinstance(value, list):
-        lines += [str(v) for v in value]
-    else:
-        lines.append(str(value))
-    return "\n".join(lines)
+def _collect_env(report: Report) -> list[str]:
+    """collect_env's layout, filled from evidence published under ENV_KEYS."""
+    ev: dict = {}
+    for r in report.results:
+        for f in r.findings:
+            for key in ENV_KEYS:
+                if key not in ev and f.evidence.get(key):
+                    ev[key] = redact_obj(f.evidence[key])
+    if not ev:
+        return []
+    osd = ev.get("os") or {}
+    vers = ev.get("versions") or {}
+    lines = [f"PyTorch version: {vers.get('torch', 'N/A')}",
+             f"torch_npu version: {vers.get('torch-npu', 'N/A')}", "",
+             f"OS: {osd.get('os', 'N/A')} ({osd.get('arch', '')})",
+             f"Kernel: {osd.get('kernel', 'N/A')}",
+             f"GCC version: {osd.get('gcc', 'N/A')}", f"Clang version: {osd.get('clang', 'N/A')}",
+             f"CMake version: {osd.get('cmake', 'N/A')}", f"Libc version: {osd.get('libc', 'N/A')}",
+             "", f"Python version: {vers.get('python', 'N/A')}", "",
+             "CPU:", *[str(x) for x in (ev.get("cpu") or ["N/A"])], "",
+             "Versions of relevant libraries:",
+             *[f"[pip3] {k}=={v}" for k, v in (ev.get("packages") or {}).items()], "",
+             f"vLLM Version: {vers.get('vllm', 'N/A')}",
+             f"vLLM Ascend Version: {vers.get('vllm-ascend', 'N/A')}", "",
+             f"ENV Variables ({ev.get('env_source', 'environment')}):",
+             *[f"{k}={v}" for k, v in (ev.get("env") or {}).items()], "",
+             "NPU:", str(ev.get("npu_smi") or "N/A").rstrip(), "",
+             "CANN:", str(ev.get("cann_info") or "N/A").rstrip()]
+    return [redact_text(x) for x in lines]

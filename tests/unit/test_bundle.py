@@ -82,3 +82,35 @@ def test_demo_bundle_is_the_build_output():
     from doctor.demo import demo_bundle_bytes
     from doctor.demo.build import build
     assert build() == demo_bundle_bytes(), "run `python -m doctor.demo.build` and commit"
+
+
+def test_streams_record_only_the_ranges_read(sysroot, tmp_path):
+    """A parser that seeks (ELF) gets the same bytes back from the bundle, and no more."""
+    big = bytes(range(256)) * 4096 * 8  # 8 MiB
+    sysroot.write("/opt/lib/libbig.so", big)
+    rec = RecordingHost(sysroot.host())
+    with rec.open_stream("/opt/lib/libbig.so") as fh:
+        head = fh.read(64)
+        fh.seek(len(big) - 4096)
+        tail = fh.read(100)
+    data = BundleData.load(rec.finish("sysroot", {}).to_bytes())
+    assert sum(len(b) for b in data.blobs.values()) < 64 * 1024  # buffered read-ahead only
+    replay = BundleHost(data)
+    fh = replay.open_stream("/opt/lib/libbig.so")
+    assert fh.read(64) == head
+    fh.seek(-4096, 2)
+    assert fh.read(100) == tail
+    fh.seek(1_000_000)
+    with pytest.raises(Exception, match="not collected"):
+        fh.read(10)
+
+
+def test_streamed_logs_replay_line_by_line(sysroot):
+    lines = [f"INFO 12-02 03:1{i % 10}:00 line {i}\n" for i in range(20000)]
+    sysroot.write("/var/log/vllm/server.log", "".join(lines))
+    rec = RecordingHost(sysroot.host())
+    with rec.open_stream("/var/log/vllm/server.log") as fh:
+        first = [l.decode() for l in fh]
+    replay = BundleHost(BundleData.load(rec.finish("sysroot", {}).to_bytes()))
+    with replay.open_stream("/var/log/vllm/server.log") as fh:
+        assert [l.decode() for l in fh] == first == lines

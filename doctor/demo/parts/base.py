@@ -32,6 +32,25 @@ VLLM_ASCEND_REQUIRES = [
 ]
 
 
+LSCPU = """Architecture:                       x86_64
+CPU op-mode(s):                     32-bit, 64-bit
+Address sizes:                      46 bits physical, 57 bits virtual
+Byte Order:                         Little Endian
+CPU(s):                             192
+On-line CPU(s) list:                0-191
+Vendor ID:                          GenuineIntel
+Model name:                         Intel(R) Xeon(R) Platinum 8480+
+CPU family:                         6
+Model:                              143
+Thread(s) per core:                 2
+Core(s) per socket:                 48
+Socket(s):                          2
+NUMA node(s):                       2
+NUMA node0 CPU(s):                  0-47,96-143
+NUMA node1 CPU(s):                  48-95,144-191
+"""
+
+
 def packages_json() -> str:
     def pkg(name, version, requires=(), eps=(), files=()):
         return {"name": name, "version": version, "requires": list(requires),
@@ -77,3 +96,11 @@ def build(w: BundleWriter) -> None:
            "/usr/local/Ascend/driver/lib64\n/usr/local/Ascend/driver/lib64/common\n"
            "/usr/local/Ascend/driver/lib64/driver\n", mode=0o600)
     w.command(["python3", "-c", _SCRIPT], packages_json())
+    # what collect_env asks for, in the tools' real output formats
+    w.command(["gcc", "--version"], "gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\n"
+              "Copyright (C) 2021 Free Software Foundation, Inc.\n")
+    w.command(["ldd", "--version"], "ldd (Ubuntu GLIBC 2.35-0ubuntu3.8) 2.35\n"
+              "Copyright (C) 2022 Free Software Foundation, Inc.\n")
+    w.command(["cmake", "--version"], "cmake version 3.22.1\n\nCMake suite maintained and "
+              "supported by Kitware (kitware.com/cmake).\n")
+    w.command(["lscpu"], LSCPU)

@@ -1,0 +1,361 @@
+"""Launch configuration of each vLLM server: its command line (and --config file) against the
+effective config the engine reports in ``vllm:cache_config_info``.
+
+Seed 000_93c34712512482cd.txt: block size 16 blew up the page tables (P99 240 ms vs 32),
+``--max-num-batched-tokens`` above 16384 took P99 from 120 to 380 ms, and above 95 %
+``--gpu-memory-utilization`` the NPU memory manager reclaims conservatively and stalls.
+vllm-ascend overrides the block size (facts/vllm-internals.md §5, observed-wheels.md), so
+the advice depends on the installed version.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from packaging.version import InvalidVersion, Version
+
+from doctor.model import Category, Finding
+from doctor.probes.packages import Packages
+from doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
+from doctor.probes.service import DavinciNodes, ServiceHttp, cache_config
+from doctor.redact import redact_argv
+from doctor.registry import check
+
+BATCHED_TOKENS_MAX = 16384
+GPU_UTIL_MAX = 0.95
+_DSV4 = re.compile(r"deepseek[-_ ]?v4", re.IGNORECASE)
+
+
+def _subject(sp: ServiceProcess) -> str:
+    return f"pid {sp.pid}"
+
+
+def _flag(sp: ServiceProcess, name: str) -> str | None:
+    v = sp.args.get(name)
+    return v if isinstance(v, str) else None
+
+
+def _bool_flag(sp: ServiceProcess, name: str) -> bool | None:
+    v = sp.args.get(name)
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        return v.lower() in ("1", "true", "yes", "on")
+    return None
+
+
+def _version(pkgs: Packages | None, name: str) -> Version | None:
+    raw = pkgs.version(name) if pkgs else None
+    try:
+        return Version(raw) if raw else None
+    except InvalidVersion:
+        return None
+
+
+def _servers(procs: ServiceProcesses | None) -> tuple[ServiceProcess, ...]:
+    return procs.servers if procs else ()
+
+
+def predict_block_size(requested: int | None, va: Version | None, model: str,
+                       prefix_caching: bool, chunked_prefill: bool) -> tuple[int | None, str]:
+    """What vllm-ascend makes of ``--block-size`` (refresh_block_size / check_and_update_config)."""
+    if va is None:
+        return requested, "vllm-ascend version unknown: assuming the flag is used as given"
+    if va >= Version("0.23") and _DSV4.search(model or ""):
+        if requested is None:
+            return 128, f"vllm-ascend {va} defaults to 128"
+        if requested in (32, 64, 128):
+            return requested, f"vllm-ascend {va} accepts 32/64/128 for deepseek_v4"
+        return 32, f"vllm-ascend {va} accepts only 32/64/128 for deepseek_v4 and falls back to 32"
+    if requested is None:
+        return 128, f"vllm-ascend {va} defaults to 128"
+    if va >= Version("0.11"):
+        if requested != 128 and (prefix_caching or chunked_prefill):
+            on = " and ".join(n for n, b in (("prefix caching", prefix_caching),
+                                              ("chunked prefill", chunked_prefill)) if b)
+            return 128, f"vllm-ascend {va} forces 128 when {on} is on"
+        return requested, f"vllm-ascend {va} keeps {requested} (prefix caching and chunked prefill off)"
+    if va >= Version("0.9") and prefix_caching and requested != 128:
+        return 128, f"vllm-ascend {va} forces 128 when prefix caching is on"
+    if prefix_caching and requested != 128:
+        return None, f"vllm-ascend {va} refuses to start with prefix caching and block size != 128"
+    return requested, f"vllm-ascend {va} keeps {requested}"
+
+
+def _int(v: object) -> int | None:
+    try:
+        return int(str(v))
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(v: object) -> float | None:
+    try:
+        return float(str(v))
+    except (TypeError, ValueError):
+        return None
+
+
+@check("config.launch", title="vLLM server instances, their users, ports, workers and arguments",
+       category=Category.CONFIG, tags=("service", "config"))
+def launch(procs: ServiceProcesses) -> Iterator[Finding]:
+    if not procs.servers:
+        yield Finding.skip("no vLLM server process (vllm serve / vllm.entrypoints.openai.api_server)")
+        return
+    for sp in procs.servers:
+        ev = {"pid": sp.pid, "user": sp.user, "interpreter": sp.interpreter,
+              "argv": redact_argv(list(sp.proc.cmdline)), "ports": list(sp.listen_ports),
+              "workers": [{"pid": w.pid, "name": w.name} for w in sp.workers],
+              "children": len(sp.children), "config_file": sp.config_file,
+              "visible_devices": sp.visible_devices}
+        if sp.config_error:
+            yield Finding.error(f"cannot use the --config file {sp.config_file}: {sp.config_error}",
+                                subject=_subject(sp), evidence=ev)
+        ports = ", ".join(str(p) for p in sp.listen_ports) or "no listening port seen"
+        yield Finding.info(f"vLLM server pid {sp.pid} (user {sp.user or '?'}, {sp.interpreter or '?'}) "
+                           f"on {ports}, {len(sp.workers)} EngineCore/worker processes, model "
+                           f"{sp.model_name or '?'}", subject=_subject(sp), evidence=ev)
+    if len(procs.servers) > 1:
+        yield Finding.info(f"{len(procs.servers)} vLLM servers on this host: "
+                           + ", ".join(f"pid {s.pid}" for s in procs.servers),
+                           evidence={"pids": [s.pid for s in procs.servers]})
+
+
+@check("config.block-size", title="KV block size: requested, effective, and TLB pressure",
+       category=Category.CONFIG, tags=("service", "config", "tlb"), timeout=15.0)
+def block_size(procs: ServiceProcesses | None, http: ServiceHttp | None,
+               pkgs: Packages | None) -> Iterator[Finding]:
+    cc = cache_config(http)
+    servers = _servers(procs)
+    if not servers and not cc:
+        yield Finding.skip("no vLLM server process and no vllm:cache_config_info in /metrics")
+        return
+    va = _version(pkgs, "vllm-ascend")
+    targets: list[ServiceProcess | None] = list(servers) or [None]
+    for i, sp in enumerate(targets):
+        subj = _subject(sp) if sp else (http.base_url if http else "service")
+        requested = _int(_flag(sp, "block-size")) if sp else None
+        model = sp.model_name if sp else ""
+        pc = _bool_flag(sp, "enable-prefix-caching") if sp else None
+        cp = _bool_flag(sp, "enable-chunked-prefill") if sp else None
+        pc = True if pc is None else pc  # V1 defaults for generative models
+        cp = True if cp is None else cp
+        predicted, why = predict_block_size(requested, va, model, pc, cp)
+        effective = _int(cc.get("block_size")) if (cc and i == 0) else None
+        source = "vllm:cache_config_info" if effective is not None else "predicted"
+        runs = effective if effective is not None else predicted
+        ev = {"requested": requested, "effective": effective, "predicted": predicted,
+              "reason": why, "vllm_ascend": str(va) if va else None, "model": model,
+              "prefix_caching": pc, "chunked_prefill": cp}
+        dsv4 = bool(_DSV4.search(model or ""))
+        good = 32 if (dsv4 or va is None or va < Version("0.11")) else 128
+        if runs == 16:
+            yield Finding.warn(
+                f"block size 16 ({source}): 16-token KV pages multiply page-table entries; the "
+                f"seed measured P99 240 ms at 16 against 215 ms at 32 (TLB pressure)",
+                subject=subj, evidence=ev, kb="ASC-CFG-001", fix="service.launch-flags",
+                fix_params={"pid": sp.pid if sp else None, "set": [["--block-size", str(good)]]})
+        if requested is not None and runs is not None and requested != runs:
+            yield Finding.warn(
+                f"--block-size {requested} requested but the engine runs {runs} ({source}; {why}); "
+                f"the flag is ignored", subject=subj, evidence=ev, kb="ASC-CFG-002",
+                fix="service.launch-flags",
+                fix_params={"pid": sp.pid if sp else None, "set": [["--block-size", str(runs)]]})
+        elif runs is None and requested is not None:
+            yield Finding.fail(f"--block-size {requested}: {why}", subject=subj, evidence=ev,
+                               kb="ASC-CFG-002", fix="service.launch-flags",
+                               fix_params={"pid": sp.pid if sp else None,
+                                           "set": [["--block-size", "128"]]})
+        elif runs != 16:
+            yield Finding.passed(f"block size {runs if runs is not None else 'default'} "
+                                 f"({source}; {why})", subject=subj, evidence=ev)
+
+
+@check("config.batched-tokens", title="--max-num-batched-tokens within the latency budget",
+       category=Category.CONFIG, tags=("service", "config"))
+def batched_tokens(procs: ServiceProcesses) -> Iterator[Finding]:
+    if not procs.servers:
+        yield Finding.skip("no vLLM server process")
+        return
+    for sp in procs.servers:
+        n = _int(_flag(sp, "max-num-batched-tokens"))
+        ev = {"max_num_batched": n, "limit": BATCHED_TOKENS_MAX}  # "TOKEN" keys get redacted
+        if n is not None and n > BATCHED_TOKENS_MAX:
+            yield Finding.warn(f"--max-num-batched-tokens {n} > {BATCHED_TOKENS_MAX}: the seed saw "
+                               "P99 rise from 120 ms to 380 ms past 16384 (long batches, cache "
+                               "misses); 8192 balanced throughput and latency",
+                               subject=_subject(sp), evidence=ev, kb="ASC-CFG-003",
+                               fix="service.launch-flags",
+                               fix_params={"pid": sp.pid,
+                                           "set": [["--max-num-batched-tokens", "8192"]]})
+        else:
+            yield Finding.passed(f"--max-num-batched-tokens {n if n is not None else 'default'}",
+                                 subject=_subject(sp), evidence=ev)
+
+
+def _devices(sp: ServiceProcess, all_devices: tuple[str, ...]) -> tuple[str, ...]:
+    if sp.visible_devices is None or not sp.visible_devices.strip():
+        return all_devices
+    return tuple(d.strip() for d in sp.visible_devices.split(",") if d.strip())
+
+
+@check("config.gpu-memory", title="--gpu-memory-utilization per instance and per shared NPU",
+       category=Category.CONFIG, tags=("service", "config", "memory"), timeout=15.0)
+def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
+               nodes: DavinciNodes | None) -> Iterator[Finding]:
+    if not procs.servers:
+        yield Finding.skip("no vLLM server process")
+        return
+    cc = cache_config(http)
+    all_devs = tuple(n.rsplit("davinci", 1)[-1] for n in nodes.nodes) if nodes else ("all",)
+    per_device: dict[str, list[tuple[int, float]]] = {}
+    for i, sp in enumerate(procs.servers):
+        util = _float(_flag(sp, "gpu-memory-utilization"))
+        if util is None and i == 0 and cc.get("gpu_memory_utilization"):
+            util = _float(cc.get("gpu_memory_utilization"))
+        util = 0.9 if util is None else util
+        for d in _devices(sp, all_devs):
+            per_device.setdefault(d, []).append((sp.pid, util))
+        ev = {"gpu_memory_utilization": util, "limit": GPU_UTIL_MAX}
+        if util > GPU_UTIL_MAX:
+            yield Finding.warn(f"--gpu-memory-utilization {util:g} > {GPU_UTIL_MAX:g}: above 95 % the "
+                               "NPU memory manager reclaims conservatively and inference stalls "
+                               "(seed); 0.9 was the stable value", subject=_subject(sp), evidence=ev,
+                               kb="ASC-CFG-004", fix="service.launch-flags",
+                               fix_params={"pid": sp.pid, "set": [["--gpu-memory-utilization", "0.9"]]})
+        else:
+            yield Finding.passed(f"--gpu-memory-utilization {util:g}", subject=_subject(sp),
+                                 evidence=ev)
+    for dev, users in sorted(per_device.items()):
+        total = sum(u for _, u in users)
+        if len(users) > 1 and total > 1.0:
+            share = round(0.95 / len(users), 2)
+            yield Finding.fail(f"NPU {dev} is shared by {len(users)} vLLM servers whose "
+                               f"--gpu-memory-utilization add up to {total:.2f} > 1.0 "
+                               "(each is a share of the whole device)",
+                               subject=f"NPU {dev}",
+                               evidence={"instances": [{"pid": p, "utilization": u} for p, u in users]},
+                               kb="ASC-CFG-005", fix="service.launch-flags",
+                               fix_params={"pids": [p for p, _ in users],
+                                           "set": [["--gpu-memory-utilization", str(share)]]})
+
+
+@check("config.parallel", title="Tensor parallelism, visible NPUs, device and collective backend",
+       category=Category.CONFIG, tags=("service", "config"))
+def parallel(procs: ServiceProcesses, nodes: DavinciNodes | None) -> Iterator[Finding]:
+    if not procs.servers:
+        yield Finding.skip("no vLLM server process")
+        return
+    all_devs = tuple(n.rsplit("davinci", 1)[-1] for n in nodes.nodes) if nodes else ()
+    for sp in procs.servers:
+        subj = _subject(sp)
+        tp = _int(_flag(sp, "tensor-parallel-size")) or 1
+        pp = _int(_flag(sp, "pipeline-parallel-size")) or 1
+        visible = _devices(sp, all_devs)
+        src = ("ASCEND_RT_VISIBLE_DEVICES" if sp.visible_devices else
+               "/dev/davinci* nodes" if all_devs else None)
+        ev = {"tensor_parallel_size": tp, "pipeline_parallel_size": pp,
+              "visible": list(visible), "visible_source": src}
+        bad = False
+        if src is not None and tp * pp > len(visible):
+            bad = True
+            yield Finding.fail(f"--tensor-parallel-size {tp} × pipeline {pp} needs {tp * pp} NPUs but "
+                               f"only {len(visible)} are visible ({src}: {','.join(visible)})",
+                               subject=subj, evidence=ev, kb="ASC-CFG-006",
+                               fix="service.launch-flags",
+                               fix_params={"pid": sp.pid,
+                                           "set": [["--tensor-parallel-size", str(len(visible))]]})
+        elif src is not None and tp * pp < len(visible) and len(procs.servers) == 1:
+            yield Finding.info(f"TP {tp} × PP {pp} uses {tp * pp} of {len(visible)} visible NPUs",
+                               subject=subj, evidence=ev)
+        device = _flag(sp, "device")
+        if device and device.lower().startswith("cuda"):
+            bad = True
+            yield Finding.fail(f"--device {device}: the NPU is not a CUDA device; the CUDA paths "
+                               "fail (\"CUDA out of memory\" / no CUDA GPUs) — drop the flag, "
+                               "vllm-ascend's platform plugin selects npu", subject=subj,
+                               evidence={"device": device}, kb="ASC-CFG-009",
+                               fix="service.launch-flags",
+                               fix_params={"pid": sp.pid, "remove": ["--device"]})
+        backend = _flag(sp, "distributed-backend")
+        exec_backend = _flag(sp, "distributed-executor-backend")
+        if backend is not None or (exec_backend or "").lower() == "nccl":
+            b = backend or exec_backend or ""
+            bad = True
+            status = Finding.fail if b.lower() == "nccl" else Finding.warn
+            yield status(f"--{'distributed-backend' if backend is not None else 'distributed-executor-backend'} "
+                         f"{b}: " + ("NCCL is CUDA-only; on Ascend collectives go through HCCL. "
+                                     if b.lower() == "nccl" else
+                                     "vLLM has no such flag (it is --distributed-executor-backend "
+                                     "mp|ray); the collective backend is HCCL on its own. ")
+                         + "Remove it.", subject=subj, evidence={"backend": b,
+                                                                 "executor_backend": exec_backend},
+                         kb="ASC-CFG-007", fix="service.launch-flags",
+                         fix_params={"pid": sp.pid, "remove": ["--distributed-backend"]})
+        if not bad:
+            where = (f"on {len(visible)} visible NPUs" if src is not None else
+                     "(no ASCEND_RT_VISIBLE_DEVICES and no /dev/davinci* nodes to compare with)")
+            yield Finding.passed(f"TP {tp} × PP {pp} {where}", subject=subj, evidence=ev)
+
+
+@check("config.prefix-caching", title="Prefix caching and chunked prefill as the engine runs them",
+       category=Category.CONFIG, tags=("service", "config"), timeout=15.0)
+def prefix_caching(procs: ServiceProcesses | None, http: ServiceHttp | None) -> Iterator[Finding]:
+    cc = cache_config(http)
+    servers = _servers(procs)
+    if not servers and not cc:
+        yield Finding.skip("no vLLM server process and no vllm:cache_config_info")
+        return
+    sp = servers[0] if servers else None
+    flag = _bool_flag(sp, "enable-prefix-caching") if sp else None
+    eff = cc.get("enable_prefix_caching")
+    state = (eff == "True") if eff is not None else (True if flag is None else flag)
+    src = "vllm:cache_config_info" if eff is not None else (
+        "command line" if flag is not None else "vLLM V1 default")
+    hit = None
+    if http is not None and http.scrapes:
+        last = http.scrapes[-1]
+        q = last.value("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+        h = last.value("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+        hit = (h / q) if (q and h is not None) else None
+    ev = {"flag": flag, "effective": eff, "source": src,
+          "hash_algo": cc.get("prefix_caching_hash_algo"), "hit_rate": hit}
+    yield Finding.info(f"prefix caching {'on' if state else 'off'} ({src})"
+                       + (f", hit rate {hit * 100:.1f} % of queried tokens" if hit is not None else "")
+                       + ("" if state else "; every request recomputes its prompt (the seed turned "
+                          "it off for 128K contexts)"),
+                       subject=_subject(sp) if sp else "service", evidence=ev, kb="ASC-CFG-008")
+
+
+@check("config.env-knobs", title="Allocator and collective-communication variables of the service",
+       category=Category.CONFIG, tags=("service", "config", "env"))
+def env_knobs(senv: ServiceEnv) -> Iterator[Finding]:
+    """Names and booleans only: environment values never reach a message."""
+    env = senv.env
+    subj = f"pid {senv.pid}" if senv.pid else "environment"
+    both = "PYTORCH_NPU_ALLOC_CONF" in env and "PYTORCH_ALLOC_CONF" in env
+    nccl = sorted(k for k in env if k.startswith("NCCL_"))
+    hccl = sorted(k for k in env if k.startswith("HCCL_"))
+    expandable = "expandable_segments:true" in (env.get("PYTORCH_NPU_ALLOC_CONF", "")
+                                                 + env.get("PYTORCH_ALLOC_CONF", "")).lower()
+    ev = {"source": senv.source, "alloc_conf_vars": [k for k in ("PYTORCH_NPU_ALLOC_CONF",
+                                                                 "PYTORCH_ALLOC_CONF") if k in env],
+          "expandable_segments": expandable, "nccl_vars": nccl, "hccl_vars": hccl}
+    bad = False
+    if both:
+        bad = True
+        yield Finding.fail("both PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF are set in "
+                           f"{senv.source}: torch_npu 26.2+ with PyTorch >= 2.10 treats them as "
+                           "aliases and exits when both are set", subject=subj, evidence=ev,
+                           kb="ASC-PERF-004", fix="service.env",
+                           fix_params={"unset": ["PYTORCH_ALLOC_CONF"]})
+    if nccl:
+        bad = True
+        yield Finding.warn(f"{', '.join(nccl)} set in {senv.source}: NCCL is CUDA-only, these "
+                           "have no effect on Ascend (the HCCL_* variables do)", subject=subj,
+                           evidence=ev, kb="ASC-CFG-007")
+    if not bad:
+        yield Finding.passed(f"allocator: expandable segments {'on' if expandable else 'off'}; "
+                             f"{len(hccl)} HCCL_* variables ({senv.source})", subject=subj,
+                             evidence=ev)

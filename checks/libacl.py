@@ -1,0 +1,223 @@
+"""Would ld.so find libascendcl.so, libhccl.so, … for torch_npu and vllm_ascend — in the
+service's environment — and which file would it pick?  (seed 000_93c34712512482cd.txt:
+"libacl.so not found" because LD_LIBRARY_PATH was exported in a shell, not in the service.)"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Iterator
+
+from doctor.host import Host
+from doctor.model import Category, Finding
+from doctor.probes.ascendfiles import ActiveToolkit, AscendLibIndex, MappedLibs, version_dir
+from doctor.probes.ldconf import LdConfState, LdSoConf
+from doctor.probes.libresolve import LibResolution, Resolution
+from doctor.probes.procs import ServiceEnv
+from doctor.registry import check
+
+# which CANN package ships a library (torch_npu's own loader says libascendcl ⇒ runtime,
+# libhccl ⇒ cann/compiler package: torch_npu/_init/core/module_loader.py)
+PACKAGE_OF = {
+    "libascendcl.so": "CANN runtime (toolkit) package", "libruntime.so": "CANN runtime package",
+    "libacl_op_compiler.so": "CANN runtime (toolkit) package",
+    "libacl_tdt_channel.so": "CANN runtime (toolkit) package",
+    "libhccl.so": "CANN hccl / compiler package", "libge_runner.so": "CANN compiler (GE) package",
+    "libgraph.so": "CANN compiler (GE) package", "libfmk_parser.so": "CANN compiler (GE) package",
+    "libregister.so": "CANN compiler (GE) package", "libge_common_base.so": "CANN compiler package",
+    "libopapi.so": "CANN ops (opp kernels) package", "libnnopbase.so": "CANN ops package",
+    "libatb.so": "NNAL/ATB package (source /usr/local/Ascend/nnal/atb/set_env.sh)",
+    "libascend_hal.so": "Ascend driver (HDK)", "libdrvdsmi_host.so": "Ascend driver (HDK)",
+    "libdcmi.so": "Ascend driver (HDK)",
+}
+DRIVER_LIBS = ("libascend_hal.so", "libdrvdsmi_host.so", "libdcmi.so")
+SHOW_DIRS = 8
+
+
+def _short(path: str, n: int = 3) -> str:
+    parts = path.split("/")
+    return "/".join(parts[-n:]) if len(parts) > n + 1 else path
+
+
+def _tried_text(r: Resolution) -> str:
+    t = list(r.tried)
+    more = f", … {len(t) - SHOW_DIRS} more" if len(t) > SHOW_DIRS else ""
+    return "; ".join(t[:SHOW_DIRS]) + more
+
+
+def _in_container(host: Host) -> bool:
+    return host.exists("/.dockerenv") or host.exists("/run/.containerenv")
+
+
+@check("libacl.resolve", title="ld.so finds every library torch_npu / vllm_ascend need",
+       category=Category.LIBS, tags=("libs", "libacl"))
+def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, host: Host,
+            conf: LdSoConf | None, state: LdConfState | None = None) -> Iterator[Finding]:
+    envtext = (f"LD_LIBRARY_PATH from {lr.env_source}: "
+               + (":".join(lr.ld_library_path) if lr.ld_library_path else "(unset)"))
+    for c in lr.closures:
+        if c.error:
+            yield Finding.error(f"cannot read {c.target} as an ELF file: {c.error}",
+                                subject=c.target, evidence={"target": c.target,
+                                                            "reason": c.error})
+    foreign = [c for c in lr.closures if c.foreign]
+    if foreign:
+        yield Finding.info(
+            f"{len(foreign)} shared object(s) are built for another machine and are not loaded "
+            f"by this host's ld.so (e.g. {_short(foreign[0].target)}: {foreign[0].foreign})",
+            evidence={"files": [c.target for c in foreign]})
+    own_llp = [p for p in host.environ().get("LD_LIBRARY_PATH", "").split(":") if p]
+    conf_dirs = {d.path: d.origin for d in conf.search_dirs} if conf else {}
+    # directories named only in conf files ldconfig does not read (ldconf.reached)
+    unread: dict[str, str] = {}
+    for u in (state.unreached if state else ()):
+        for d in u.ascend_dirs:
+            unread.setdefault(d, u.path)
+            real = host.realpath(d)
+            if real != d:
+                unread.setdefault(real, f"{u.path} (as {d})")
+    groups: dict[str, list[Resolution]] = {}
+    for r in lr.unresolved:
+        groups.setdefault(r.name, []).append(r)
+    for name, rs in groups.items():
+        yield _unresolved(name, rs, lr, env, index, own_llp, conf_dirs, unread, host)
+    if not groups:
+        n = sum(len(c.resolutions) for c in lr.closures)
+        yield Finding.passed(
+            f"all {n} DT_NEEDED entries of {len(lr.closures) - len(foreign)} ELF file(s) "
+            f"resolve ({envtext}; {lr.preload_note})",
+            evidence={"env_source": lr.env_source, "ld_library_path": list(lr.ld_library_path),
+                      "preload": lr.preload_note, "targets": [c.target for c in lr.closures]})
+    else:
+        yield Finding.info(f"resolved in the service's environment — {envtext}; "
+                           f"{lr.preload_note}",
+                           evidence={"env_source": lr.env_source, "pid": lr.service_pid,
+                                     "ld_library_path": list(lr.ld_library_path),
+                                     "default_dirs": list(lr.default_dirs),
+                                     "ld_so_cache": lr.cache_source})
+
+
+def _unresolved(name: str, rs: list[Resolution], lr: LibResolution, env: ServiceEnv,
+                index: AscendLibIndex, own_llp: list[str], conf_dirs: dict[str, str],
+                unread: dict[str, str], host: Host) -> Finding:
+    first = rs[0]
+    needers = [r.needed_by for r in rs]
+    shown = [_short(n) for n in dict.fromkeys(needers)]
+    who = ", ".join(shown[:4]) + (f" (and {len(shown) - 4} more)" if len(shown) > 4 else "")
+    tried = set(first.tried_dirs)
+    elsewhere = sorted((p for p in index.where(name) if posixpath.dirname(p) not in tried),
+                       key=lambda p: ("/latest/" not in p and "/Ascend/cann/" not in p, p))
+    evidence = {"library": name, "needed_by": needers, "tried": list(first.tried),
+                "skipped": list(first.skipped), "found_elsewhere": elsewhere,
+                "env_source": lr.env_source, "ld_library_path": list(lr.ld_library_path)}
+    if first.error:
+        return Finding.fail(
+            f"{name} needed by {who}: ld.so stops at {first.error} (not a loadable ELF file); "
+            f"tried {_tried_text(first)}", subject=name, evidence=evidence, kb="ASC-LIB-012")
+    head = f"{name} needed by {who} is not found; tried in order: {_tried_text(first)}"
+    if first.skipped:
+        head += f"; skipped {len(first.skipped)} of the wrong class/machine ({first.skipped[0]})"
+    if elsewhere:
+        d = posixpath.dirname(elsewhere[0])
+        where = f"; a file of that name exists at {elsewhere[0]}, outside the search path"
+        if d in conf_dirs:
+            return Finding.fail(
+                head + where + f" — {d} is configured ({conf_dirs[d]}) but /etc/ld.so.cache does "
+                "not list it: the cache is stale or ldconfig skipped the conf file; run ldconfig",
+                subject=name, evidence=evidence, kb=("ASC-LIB-005", "ASC-LIB-004"),
+                fix="ldconf.ascend-conf", fix_params={"dirs": [d], "library": name})
+        if d in unread:
+            return Finding.fail(
+                head + where + f" — {d} is named in {unread[d]}, which ldconfig does not read "
+                "(not included from /etc/ld.so.conf, or not world-readable): fix the conf and run "
+                "ldconfig, or put it on the service's LD_LIBRARY_PATH",
+                subject=name, evidence={**evidence, "unread_conf": unread[d]},
+                kb=("ASC-LIB-002", "ASC-LIB-004", "ASC-LIB-001"), fix="ldconf.ascend-conf",
+                fix_params={"dirs": [d], "library": name, "conf": unread[d]})
+        if d in own_llp and env.pid is not None:
+            why = (f" — {d} is on the doctor's own LD_LIBRARY_PATH but not on the service's "
+                   f"({lr.env_source}): the variable was exported in a shell and never reached "
+                   "the service")
+        else:
+            why = (f" — neither LD_LIBRARY_PATH (from {lr.env_source}) nor ld.so.conf "
+                   f"names {d}; source set_env.sh in the service's environment")
+        return Finding.fail(head + where + why, subject=name, evidence=evidence,
+                            kb="ASC-LIB-001", fix="service.env",
+                            fix_params={"add_ld_library_path": [d], "library": name,
+                                        "pid": env.pid, "env_source": lr.env_source})
+    pkg = PACKAGE_OF.get(name, "CANN package that ships it")
+    roots = ", ".join(index.roots)
+    if name in DRIVER_LIBS and _in_container(host):
+        return Finding.fail(head + f"; no {name} under {roots}: inside a container the host's "
+                            "/usr/local/Ascend/driver/lib64 must be mounted",
+                            subject=name, evidence=evidence, kb="ASC-LIB-007")
+    return Finding.fail(head + f"; no file of that name under {roots}: the {pkg} is not "
+                        "installed (or installed elsewhere)", subject=name,
+                        evidence={**evidence, "package": pkg},
+                        kb=("ASC-LIB-006", "ASC-LIB-007") if name in DRIVER_LIBS
+                        else "ASC-LIB-006")
+
+
+@check("libacl.cann_version", title="Ascend libraries come from the active CANN toolkit",
+       category=Category.LIBS, tags=("libs", "libacl", "versions"))
+def cann_version(lr: LibResolution, active: ActiveToolkit) -> Iterator[Finding]:
+    want = active.version_dirs
+    off: dict[str, list[Resolution]] = {}
+    total = 0
+    for c in lr.closures:
+        for r in c.resolutions:
+            vd = version_dir(r.real or r.path or "") if r.found else None
+            if vd is None:
+                continue
+            total += 1
+            if vd not in want:
+                off.setdefault(vd, []).append(r)
+    links = ", ".join(f"{k} → {v}" for k, v in active.links.items())
+    for vd, rs in off.items():
+        names = sorted({r.name for r in rs})
+        yield Finding.warn(
+            f"{len(names)} librar{'y' if len(names) == 1 else 'ies'} resolve into {vd}, not the "
+            f"active toolkit ({links}): {', '.join(names[:6])}"
+            + (f" (first via {rs[0].via}, needed by {_short(rs[0].needed_by)})"),
+            subject=vd, evidence={"version_dir": vd, "active": active.links,
+                                  "libraries": {r.name: r.real or r.path for r in rs}},
+            kb="ASC-LIB-008", fix="service.env",
+            fix_params={"stale_dir": vd, "active": sorted(want)})
+    if not off:
+        yield Finding.passed(f"{total} Ascend librar{'y' if total == 1 else 'ies'} resolve inside "
+                             f"the active toolkit ({links})" if total else
+                             f"no library resolves into a CANN version directory ({links})",
+                             evidence={"active": active.links})
+
+
+@check("libacl.maps", title="The service's mapped Ascend libraries match the static answer",
+       category=Category.LIBS, tags=("libs", "libacl", "live"))
+def maps(lr: LibResolution, mapped: MappedLibs) -> Iterator[Finding]:
+    static: dict[str, Resolution] = {}
+    for c in lr.closures:
+        for r in c.resolutions:
+            static.setdefault(r.name, r)
+    live = mapped.by_name()
+    ascend_live = {n: p for n, p in live.items() if "/Ascend/" in p}
+    diffs = 0
+    for name, path in sorted(ascend_live.items()):
+        r = static.get(name)
+        if r is None:
+            continue
+        if not r.found:
+            diffs += 1
+            yield Finding.warn(
+                f"pid {mapped.pid} has {path} mapped, but the static resolution in "
+                f"{lr.env_source} does not find {name}: the process was started with another "
+                "environment or loaded it by dlopen with a full path",
+                subject=name, evidence={"mapped": path, "tried": list(r.tried)}, kb="ASC-LIB-001")
+        elif (r.real or r.path) != path and r.path != path:
+            diffs += 1
+            yield Finding.warn(
+                f"pid {mapped.pid} maps {path}, the static resolution picks {r.real or r.path} "
+                f"for {name} (via {r.via})", subject=name,
+                evidence={"mapped": path, "static": r.real or r.path}, kb="ASC-LIB-008")
+    if not diffs:
+        yield Finding.passed(
+            f"pid {mapped.pid} maps {len(ascend_live)} Ascend librar"
+            f"{'y' if len(ascend_live) == 1 else 'ies'}, all where the static resolution "
+            "puts them", evidence={"mapped": ascend_live})

@@ -1,0 +1,280 @@
+"""The live service: health, version, and what its /metrics say about load and latency.
+
+Thresholds come from the field reports: seed 003's SRE checklist (queue depth > 100, NPU
+temperature > 85 °C, memory > 90 %), seed 000's Prometheus alerts (device memory 28 GB of
+32 GB = 87.5 %, HBM bandwidth 95 %, the 200 ms / 500 ms latency buckets) and vllm-ascend's
+FAQ Q22 (preemptions rising with KV usage near 100 % explain TPOT blow-ups).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from doctor.model import Category, Finding
+from doctor.probes.packages import Packages
+from doctor.probes.service import (MetricsSnapshot, ServiceHttp, bucket_delta,
+                                   histogram_quantile, series_names)
+from doctor.registry import check
+
+KV_WARN = 0.90
+KV_FAIL = 0.98
+QUEUE_FAIL = 100  # seed 003: 请求队列深度（>100需告警）
+TTFT_P99_WARN_S = 0.5  # seed 000: watch the le="0.5" bucket
+E2E_P99_WARN_S = 30.0
+NPU_TEMP_FAIL_C = 85.0  # seed 000 / 003: 910B throttles above 85 °C
+NPU_MEM_FRACTION = 0.875  # seed 000: alert at 28 GB of a 32 GB card
+NPU_MEM_ABS_BYTES = 28 * 1024 ** 3
+HBM_BW_WARN = 95.0  # seed 000: npu_hbm_bandwidth_utilization_percent
+
+
+def _subject(http: ServiceHttp) -> str:
+    return http.base_url
+
+
+@check("service.health", title="The vLLM service answers /health, /version and /v1/models",
+       category=Category.SERVICE, tags=("service", "http"), timeout=15.0)
+def health(http: ServiceHttp) -> Iterator[Finding]:
+    h = http.health
+    ev = {"url": http.base_url + "/health", "status": h.status, "error": h.error,
+          "duration_ms": round(h.duration_s * 1000, 1)}
+    if h.status is None:
+        err = h.error or "no answer"
+        if "refused" in err:
+            yield Finding.fail(f"service down: nothing listens at {http.base_url} ({err})",
+                               subject=_subject(http), evidence=ev, kb="ASC-SVC-001")
+        elif "within" in err:
+            yield Finding.fail(f"service hung: {http.base_url}/health gave {err}; the event loop "
+                               "or the engine is stuck", subject=_subject(http), evidence=ev,
+                               kb="ASC-SVC-003")
+        else:
+            yield Finding.fail(f"not a vLLM HTTP answer at {http.base_url}/health: {err}",
+                               subject=_subject(http), evidence=ev, kb="ASC-SVC-004")
+        return
+    if h.status == 503 or (h.status >= 500):
+        yield Finding.fail(f"engine dead: /health answered HTTP {h.status} (vLLM maps "
+                           "EngineDeadError to 503; the engine core has died and the HTTP "
+                           "server was kept alive)", subject=_subject(http), evidence=ev,
+                           kb="ASC-SVC-002")
+    elif h.status != 200:
+        yield Finding.fail(f"/health answered HTTP {h.status}, not 200: this is not a vLLM "
+                           "OpenAI server or it is behind something else", subject=_subject(http),
+                           evidence=ev, kb="ASC-SVC-004")
+    else:
+        yield Finding.passed(f"/health answered 200 in {h.duration_s * 1000:.0f} ms",
+                             subject=_subject(http), evidence=ev)
+    models = http.endpoints.get("/v1/models")
+    if models is not None:
+        mev = {"status": models.status, "error": models.error, "api_key_sent": http.api_key_sent}
+        if models.status == 401:
+            if http.api_key_sent:
+                yield Finding.fail("/v1/models refused the API key given (HTTP 401)",
+                                   subject=_subject(http), evidence=mev, kb="ASC-SVC-011")
+            else:
+                yield Finding.info("/v1/models needs an API key (HTTP 401: the server runs with "
+                                   "--api-key); pass --api-key or set VLLM_API_KEY to list the "
+                                   "served models", subject=_subject(http), evidence=mev,
+                                   kb="ASC-SVC-011")
+        elif models.ok and isinstance(models.json, dict):
+            cards = [c for c in models.json.get("data") or [] if isinstance(c, dict)]
+            served = [{"id": c.get("id"), "root": c.get("root"),
+                       "max_model_len": c.get("max_model_len")} for c in cards]
+            yield Finding.passed(f"serves {', '.join(str(c['id']) for c in served) or 'no model'}",
+                                 subject=_subject(http), evidence={"models": served})
+        elif models.error or models.status != 200:
+            yield Finding.warn(f"{models.describe()}" if models.error else
+                               f"/v1/models answered HTTP {models.status}",
+                               subject=_subject(http), evidence=mev, kb="ASC-SVC-004")
+
+
+def _major_minor(v: str | None) -> str | None:
+    m = re.match(r"^\s*v?(\d+)\.(\d+)", v or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+@check("service.version", title="The served vLLM matches vllm-ascend's major.minor",
+       category=Category.SERVICE, tags=("service", "versions"), timeout=15.0)
+def version(http: ServiceHttp, pkgs: Packages | None) -> Iterator[Finding]:
+    if not http.reachable:
+        yield Finding.skip(f"the service at {http.base_url} did not answer")
+        return
+    served = http.version()
+    if served is None:
+        ep = http.endpoints.get("/version")
+        yield Finding.warn(f"/version gave no version ({ep.describe() if ep else 'not asked'})",
+                           subject=_subject(http), kb="ASC-SVC-006")
+        return
+    va = pkgs.version("vllm-ascend") if pkgs else None
+    ev = {"vllm_served": served, "vllm_ascend_installed": va,
+          "packages_source": pkgs.source if pkgs else None}
+    if va is None:
+        yield Finding.info(f"the service runs vLLM {served}; vllm-ascend is not installed in the "
+                           "inspected interpreter, so the pairing cannot be checked",
+                           subject=_subject(http), evidence=ev)
+        return
+    if _major_minor(served) != _major_minor(va):
+        yield Finding.fail(f"the service runs vLLM {served} but vllm-ascend is {va}: each "
+                           f"vllm-ascend X.Y is built against vLLM X.Y", subject=_subject(http),
+                           evidence=ev, kb="ASC-SVC-006", fix="versions.pip-match",
+                           fix_params={"package": "vllm", "requirement": f"vllm=={va}"})
+    else:
+        yield Finding.passed(f"vLLM {served} pairs with vllm-ascend {va}", subject=_subject(http),
+                             evidence=ev)
+
+
+def _rate(http: ServiceHttp, *names: str) -> tuple[float | None, float | None, float | None]:
+    """(first, last, per-second delta) of a counter over the two scrapes."""
+    if not http.scrapes:
+        return None, None, None
+    a = http.scrapes[0].value(*names)
+    b = http.scrapes[-1].value(*names)
+    dt = http.interval_s
+    if a is None or b is None:
+        return a, b, None
+    return a, b, ((b - a) / dt if dt > 0 else None)
+
+
+def _p99(http: ServiceHttp, base: str) -> tuple[float | None, str, float]:
+    """P99 of a histogram over the scrape interval, else over the server's lifetime."""
+    first, last = http.scrapes[0], http.scrapes[-1]
+    delta = bucket_delta(last.buckets(base), first.buckets(base))
+    n = max(delta.values(), default=0.0)
+    if n > 0 and len(http.scrapes) > 1:
+        return histogram_quantile(0.99, delta), f"over the {http.interval_s:.1f} s scrape interval", n
+    cum = last.buckets(base)
+    n = max(cum.values(), default=0.0)
+    return histogram_quantile(0.99, cum), "since the server started (no requests finished "\
+        "between the scrapes)", n
+
+
+@check("service.metrics", title="KV cache, preemptions, queue depth and latency from /metrics",
+       category=Category.SERVICE, tags=("service", "metrics"), timeout=15.0)
+def metrics(http: ServiceHttp) -> Iterator[Finding]:
+    subj = _subject(http)
+    if not http.reachable:
+        yield Finding.skip(f"the service at {http.base_url} did not answer")
+        return
+    if not http.scrapes:
+        yield Finding.error(f"cannot use {http.base_url}/metrics: {http.metrics_error}",
+                            subject=subj, evidence={"reason": http.metrics_error},
+                            kb="ASC-SVC-004")
+        return
+    if not http.vllm_series:
+        yield Finding.warn("/metrics has no vllm: series: the server runs with "
+                           "--disable-log-stats, so KV usage, queue depth and latency are not "
+                           "exported (the periodic stats log lines are off too)", subject=subj,
+                           evidence={"series": series_names(http.scrapes, "")[:20]},
+                           kb="ASC-SVC-005", fix="service.launch-flags",
+                           fix_params={"remove": ["--disable-log-stats"]})
+        return
+    last: MetricsSnapshot = http.scrapes[-1]
+    kv = last.max_value("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    kv_name = "vllm:kv_cache_usage_perc" if last.named("vllm:kv_cache_usage_perc") else \
+        "vllm:gpu_cache_usage_perc"
+    waiting = last.value("vllm:num_requests_waiting")
+    running = last.value("vllm:num_requests_running")
+    p0, p1, prate = _rate(http, "vllm:num_preemptions_total")
+    ev = {"kv_cache_usage": kv, "kv_metric": kv_name, "waiting": waiting, "running": running,
+          "preemptions": [p0, p1], "interval_s": round(http.interval_s, 3)}
+    bad = False
+    if kv is not None:
+        if kv >= KV_FAIL or (kv >= KV_WARN and p1 is not None and p0 is not None and p1 > p0):
+            bad = True
+            yield Finding.fail(f"KV cache {kv * 100:.0f} % full ({kv_name})"
+                               + (f", preemptions {p0:.0f} → {p1:.0f} in {http.interval_s:.1f} s"
+                                  if p0 is not None and p1 is not None and p1 > p0 else ""),
+                               subject=subj, evidence=ev, kb="ASC-SVC-007")
+        elif kv >= KV_WARN:
+            bad = True
+            yield Finding.warn(f"KV cache {kv * 100:.0f} % full ({kv_name}); above "
+                               f"{KV_WARN * 100:.0f} % new requests start to preempt others",
+                               subject=subj, evidence=ev, kb="ASC-SVC-007")
+    if p0 is not None and p1 is not None and p1 > p0 and not (kv is not None and kv >= KV_WARN):
+        bad = True
+        yield Finding.warn(f"preemptions rising: {p0:.0f} → {p1:.0f} in {http.interval_s:.1f} s "
+                           f"({prate or 0:.1f}/s)", subject=subj, evidence=ev, kb="ASC-SVC-007")
+    if waiting is not None and waiting > QUEUE_FAIL:
+        bad = True
+        yield Finding.fail(f"{waiting:.0f} requests waiting (> {QUEUE_FAIL}, seed SRE checklist); "
+                           f"{running or 0:.0f} running", subject=subj, evidence=ev,
+                           kb="ASC-SVC-008")
+    for base, limit, label in (("vllm:time_to_first_token_seconds", TTFT_P99_WARN_S, "TTFT"),
+                               ("vllm:e2e_request_latency_seconds", E2E_P99_WARN_S, "e2e latency")):
+        if not last.named(base + "_bucket"):
+            continue
+        q, window, n = _p99(http, base)
+        if q is None:
+            continue
+        lev = {"p99_s": round(q, 4), "window": window, "observations": n, "threshold_s": limit}
+        if q > limit:
+            bad = True
+            yield Finding.warn(f"{label} P99 ≈ {q * 1000:.0f} ms {window} ({n:.0f} requests; "
+                               f"threshold {limit * 1000:.0f} ms)", subject=subj, evidence=lev,
+                               kb="ASC-SVC-009")
+        else:
+            yield Finding.passed(f"{label} P99 ≈ {q * 1000:.0f} ms {window} ({n:.0f} requests)",
+                                 subject=subj, evidence=lev)
+    if not bad:
+        yield Finding.passed(
+            f"KV cache {('%.0f %%' % (kv * 100)) if kv is not None else 'n/a'}, "
+            f"{waiting or 0:.0f} waiting, {running or 0:.0f} running, no preemption in "
+            f"{http.interval_s:.1f} s", subject=subj, evidence=ev)
+
+
+_EXPORTER = {
+    "memory_used": ("npu_device_memory_used_bytes", "npu_chip_info_hbm_used_memory"),
+    "memory_total": ("npu_device_memory_total_bytes", "npu_chip_info_hbm_total_memory"),
+    "hbm_bw": ("npu_hbm_bandwidth_utilization_percent",),
+    "temp": ("npu_device_temperature_celsius", "npu_chip_info_temperature"),
+}
+
+
+def _by_device(snap: MetricsSnapshot, names: tuple[str, ...]) -> dict[str, float]:
+    for n in names:
+        got = snap.named(n)
+        if got:
+            return {str(s.labels.get("id") or s.labels.get("device") or s.labels.get("npu")
+                        or s.labels.get("device_id") or i): s.value for i, s in enumerate(got)}
+    return {}
+
+
+@check("service.npu-exporter", title="NPU exporter metrics: device memory, HBM bandwidth, temperature",
+       category=Category.NPU, tags=("service", "metrics", "npu"), timeout=15.0)
+def npu_exporter(http: ServiceHttp) -> Iterator[Finding]:
+    if not http.scrapes:
+        yield Finding.skip("no /metrics scrape")
+        return
+    last = http.scrapes[-1]
+    data = {k: _by_device(last, v) for k, v in _EXPORTER.items()}
+    if not any(data.values()):
+        yield Finding.skip("no NPU exporter series (npu_device_memory_used_bytes, "
+                           "npu_hbm_bandwidth_utilization_percent, npu_device_temperature_celsius) "
+                           f"in {http.base_url}/metrics")
+        return
+    bad = False
+    for dev, used in sorted(data["memory_used"].items()):
+        total = data["memory_total"].get(dev)
+        limit = total * NPU_MEM_FRACTION if total else NPU_MEM_ABS_BYTES
+        if used > limit:
+            bad = True
+            yield Finding.warn(f"NPU {dev}: device memory {used / 2**30:.1f} GiB used, above the "
+                               f"alert line {limit / 2**30:.1f} GiB"
+                               + (f" ({NPU_MEM_FRACTION * 100:.1f} % of {total / 2**30:.0f} GiB)"
+                                  if total else " (seed: 28 GB of a 32 GB card)"),
+                               subject=f"NPU {dev}", evidence={"used": used, "total": total,
+                                                               "limit": limit}, kb="ASC-SVC-010")
+    for dev, bw in sorted(data["hbm_bw"].items()):
+        if bw > HBM_BW_WARN:
+            bad = True
+            yield Finding.warn(f"NPU {dev}: HBM bandwidth {bw:.0f} % (> {HBM_BW_WARN:.0f} %: the "
+                               "seed's P99 cliff sits here)", subject=f"NPU {dev}",
+                               evidence={"hbm_bandwidth_percent": bw}, kb="ASC-SVC-010")
+    for dev, t in sorted(data["temp"].items()):
+        if t > NPU_TEMP_FAIL_C:
+            bad = True
+            yield Finding.fail(f"NPU {dev}: {t:.0f} °C (> {NPU_TEMP_FAIL_C:.0f} °C: the 910B "
+                               "lowers its clock; check the fans)", subject=f"NPU {dev}",
+                               evidence={"temperature_c": t}, kb="ASC-SVC-010")
+    if not bad:
+        yield Finding.passed("NPU exporter series within the alert thresholds",
+                             evidence={k: v for k, v in data.items() if v})

@@ -1,0 +1,37 @@
+"""Does ``import torch_npu`` work in the service's interpreter and environment?"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from doctor.model import Category, Finding
+from doctor.probes.torchimport import IMPORT_TIMEOUT_S, TorchNpuImport
+from doctor.registry import check
+
+
+@check("torch_npu.import", title="torch_npu imports in the service's interpreter",
+       category=Category.LIBS, tags=("libs", "versions", "torch_npu"),
+       timeout=IMPORT_TIMEOUT_S + 20)
+def torch_npu_import(res: TorchNpuImport) -> Iterator[Finding]:
+    where = f"{res.interpreter} ({res.interpreter_source}; env: {res.env_source})"
+    ev = {"interpreter": res.interpreter, "env": res.env_source, "returncode": res.returncode,
+          "seconds": round(res.duration_s, 2), "output": res.output[-3000:]}
+    if res.timed_out:
+        yield Finding.error(f"`{res.interpreter} -c 'import torch_npu'` did not finish within "
+                            f"{res.duration_s:.0f} s (killed): the import hangs (device busy or "
+                            "driver hung)", subject=res.interpreter, evidence=ev, kb="ASC-NPU-004")
+        return
+    if res.ok:
+        yield Finding.passed(f"import torch_npu works in {where} ({res.duration_s:.1f} s)",
+                             evidence=ev)
+        return
+    last = res.last_line or f"exit {res.returncode}, no output"
+    if "No module named 'torch_npu'" in last:
+        yield Finding.skip(f"torch_npu is not installed in {res.interpreter}: {last}", evidence=ev)
+        return
+    import knowledge
+    matches = knowledge.load().match_lines(res.output.splitlines())
+    kb = [m.entry.id for m in matches][:3]
+    yield Finding.fail(f"import torch_npu fails in {where}: {last}", subject=res.interpreter,
+                       evidence={**ev, "kb_groups": {m.entry.id: dict(m.groups)
+                                                     for m in matches[:3]}}, kb=kb)

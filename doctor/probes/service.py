@@ -1,0 +1,273 @@
+"""The live vLLM service as its HTTP endpoints show it: /health, /version, /v1/models, /metrics.
+
+Read-only and bounded: at most five GETs per run (health, version, models, two /metrics
+scrapes), each with a short timeout, and none at all past /health when nothing answers
+there, so a hung service costs one timeout, not five. The two scrapes are separated by a
+short interval (``host.monotonic("metrics")`` + ``host.sleep``) so counters give rates.
+Secrets: the API key is sent as a bearer token on /v1 only and never kept in a fact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from ..errors import ParseError, SourceMissing
+from ..host import Host, HttpResponse
+from ..options import RunOptions
+from ..registry import provider
+from .procs import ServiceProcesses
+
+HTTP_TIMEOUT = 2.0
+SCRAPE_INTERVAL = 1.0
+METRICS_CAP = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """One /metrics scrape, flattened to samples (exposition names, e.g. ``..._total``)."""
+
+    samples: tuple[Sample, ...]
+    t: float = 0.0
+
+    def named(self, name: str) -> list[Sample]:
+        return [s for s in self.samples if s.name == name]
+
+    def value(self, *names: str) -> float | None:
+        """Sum over label sets of the first name present (engines of one server add up)."""
+        for n in names:
+            got = self.named(n)
+            if got:
+                return sum(s.value for s in got)
+        return None
+
+    def max_value(self, *names: str) -> float | None:
+        for n in names:
+            got = self.named(n)
+            if got:
+                return max(s.value for s in got)
+        return None
+
+    def has_prefix(self, prefix: str) -> bool:
+        return any(s.name.startswith(prefix) for s in self.samples)
+
+    def buckets(self, base: str) -> dict[float, float]:
+        """Cumulative histogram buckets ``le -> count`` summed over label sets."""
+        out: dict[float, float] = {}
+        for s in self.named(base + "_bucket"):
+            try:
+                le = float(s.labels.get("le", "nan"))
+            except ValueError:
+                continue
+            if not math.isnan(le):
+                out[le] = out.get(le, 0.0) + s.value
+        return out
+
+
+def parse_metrics(text: str, source: str = "/metrics") -> MetricsSnapshot:
+    """Prometheus text exposition → samples; anything else is a ParseError naming why."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    if text.lstrip().startswith(("<", "{", "[")):
+        raise ParseError(source, "not Prometheus text exposition (looks like HTML or JSON)")
+    samples: list[Sample] = []
+    try:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                samples.append(Sample(s.name, dict(s.labels), float(s.value)))
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        raise ParseError(source, f"not Prometheus text exposition ({exc})"[:300]) from None
+    if not samples and text.strip():
+        raise ParseError(source, "no samples in the body")
+    return MetricsSnapshot(tuple(samples))
+
+
+def histogram_quantile(q: float, buckets: Mapping[float, float]) -> float | None:
+    """Prometheus' histogram_quantile on cumulative buckets (linear within a bucket)."""
+    if not buckets:
+        return None
+    bs = sorted(buckets.items())
+    total = bs[-1][1]
+    if total <= 0:
+        return None
+    rank = q * total
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in bs:
+        if c >= rank:
+            if math.isinf(le):
+                return prev_le  # the highest finite bound: all we can say
+            if c == prev_c:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+        prev_le, prev_c = le, c
+    return bs[-1][0]
+
+
+def bucket_delta(new: Mapping[float, float], old: Mapping[float, float]) -> dict[float, float]:
+    """Observations between two scrapes (a counter reset keeps the new values)."""
+    if any(new.get(k, 0.0) < v for k, v in old.items()):
+        return dict(new)
+    return {k: v - old.get(k, 0.0) for k, v in new.items()}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What one GET returned, without the raw body (it may be large)."""
+
+    path: str
+    status: int | None
+    error: str | None
+    duration_s: float
+    json: object = None
+    excerpt: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300 and self.error is None
+
+    def describe(self) -> str:
+        if self.error:
+            return f"GET {self.path}: {self.error}"
+        return f"GET {self.path}: HTTP {self.status} in {self.duration_s * 1000:.0f} ms"
+
+
+@dataclass(frozen=True)
+class ServiceHttp:
+    """The service's HTTP answers and its metrics scrapes."""
+
+    base_url: str
+    given: bool  # the user named the URL (absence is then a finding, not a skip)
+    endpoints: Mapping[str, Endpoint] = field(default_factory=dict)
+    scrapes: tuple[MetricsSnapshot, ...] = ()
+    metrics_error: str | None = None  # why /metrics gave no usable scrape
+    api_key_sent: bool = False
+
+    @property
+    def health(self) -> Endpoint:
+        return self.endpoints["/health"]
+
+    @property
+    def reachable(self) -> bool:
+        return self.health.status is not None
+
+    @property
+    def vllm_series(self) -> bool:
+        return any(s.has_prefix("vllm:") for s in self.scrapes)
+
+    @property
+    def interval_s(self) -> float:
+        return self.scrapes[-1].t - self.scrapes[0].t if len(self.scrapes) > 1 else 0.0
+
+    def version(self) -> str | None:
+        ep = self.endpoints.get("/version")
+        if ep is not None and isinstance(ep.json, dict):
+            v = ep.json.get("version")
+            return str(v) if v is not None else None
+        return None
+
+
+def _endpoint(path: str, r: HttpResponse, want_json: bool) -> Endpoint:
+    doc = None
+    error = r.error
+    declared = r.headers.get("content-length", "") if r.headers else ""
+    if error is None and declared.isdigit() and int(declared) > len(r.body) and not r.truncated:
+        error = f"connection closed mid-body after {len(r.body)} of {declared} bytes"
+    if r.status is not None and want_json and 200 <= r.status < 300 and error is None:
+        try:
+            doc = json.loads(r.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            error = f"HTTP {r.status} but the body is not JSON ({r.body[:60]!r})"
+    if r.truncated and error is None:
+        error = f"body larger than {len(r.body)} bytes (truncated)"
+    return Endpoint(path, r.status, error, r.duration_s, doc,
+                    r.body[:200].decode("utf-8", "replace"))
+
+
+def gather_http(host: Host, base: str, given: bool, api_key: str | None,
+                interval: float = SCRAPE_INTERVAL) -> ServiceHttp:
+    """The bounded probe sequence; same Host calls in every context (bundles replay it)."""
+    base = base.rstrip("/")
+    eps: dict[str, Endpoint] = {}
+    health = host.http_get(base + "/health", timeout=HTTP_TIMEOUT)
+    eps["/health"] = _endpoint("/health", health, want_json=False)
+    if health.status is None:  # nothing answers: do not spend four more timeouts
+        return ServiceHttp(base, given, eps, (), "not scraped: /health got no HTTP answer")
+    eps["/version"] = _endpoint("/version", host.http_get(base + "/version",
+                                                         timeout=HTTP_TIMEOUT), True)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    eps["/v1/models"] = _endpoint("/v1/models", host.http_get(
+        base + "/v1/models", timeout=HTTP_TIMEOUT, headers=headers), True)
+    scrapes: list[MetricsSnapshot] = []
+    err = None
+    for i in range(2):
+        t = host.monotonic("metrics")
+        r = host.http_get(base + "/metrics", timeout=HTTP_TIMEOUT, cap=METRICS_CAP)
+        ep = _endpoint("/metrics", r, want_json=False)
+        eps["/metrics"] = ep
+        if r.status is None or ep.error or not (200 <= r.status < 300):
+            err = ep.describe() if r.status is None or ep.error else f"GET /metrics: HTTP {r.status}"
+            break
+        try:
+            snap = parse_metrics(r.text, base + "/metrics")
+        except ParseError as exc:
+            err = exc.reason
+            break
+        scrapes.append(MetricsSnapshot(snap.samples, t))
+        if i == 0:
+            host.sleep(interval)
+    return ServiceHttp(base, given, eps, tuple(scrapes), err, bool(api_key))
+
+
+@provider
+def gather_service_http(host: Host, options: RunOptions,
+                        procs: ServiceProcesses | None) -> ServiceHttp:
+    found = procs is not None and bool(procs.servers)
+    base = options.service_url
+    if not options.service_url_given and found:
+        # no --service: ask the server we found, on the port it listens on
+        sp = procs.primary  # type: ignore[union-attr]
+        port = sp.listen_ports[0] if sp.listen_ports else sp.args.get("port")
+        if port and str(port).isdigit() and ":8000" in base and str(port) != "8000":
+            base = base.replace(":8000", f":{port}")
+    http = gather_http(host, base, options.service_url_given, options.api_key)
+    if not http.reachable and not options.service_url_given and not found:
+        raise SourceMissing(f"vLLM service at {base}",
+                            f"no vLLM server process and {http.health.error or 'no answer'} "
+                            "(pass --service URL to name one)")
+    return http
+
+
+def series_names(snaps: Iterable[MetricsSnapshot], prefix: str) -> list[str]:
+    return sorted({s.name for snap in snaps for s in snap.samples if s.name.startswith(prefix)})
+
+
+@dataclass(frozen=True)
+class DavinciNodes:
+    """The NPU device nodes (/dev/davinci<N>) this host exposes, for TP arithmetic."""
+
+    nodes: tuple[str, ...]
+
+
+@provider
+def gather_davinci_nodes(host: Host) -> DavinciNodes:
+    nodes = tuple(p for p in host.glob("/dev/davinci*") if p.rsplit("davinci", 1)[-1].isdigit())
+    if not nodes:
+        raise SourceMissing("/dev/davinci*", "no NPU device nodes")
+    return DavinciNodes(nodes)
+
+
+def cache_config(http: "ServiceHttp | None") -> dict[str, str]:
+    """Labels of vllm:cache_config_info (the *effective* CacheConfig), {} when absent."""
+    if http is None or not http.scrapes:
+        return {}
+    got = http.scrapes[-1].named("vllm:cache_config_info")
+    return dict(got[0].labels) if got else {}

@@ -1,0 +1,198 @@
+"""A real stand-in vLLM server on 127.0.0.1 (random port), discovered through psutil, probed
+over HTTP, and checked end to end through the real console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from doctor.host import LiveHost
+from doctor.options import RunOptions
+from doctor.probes.procs import gather_service_processes
+from doctor.probes.service import gather_http
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_vllm_server.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"fake server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("fake server did not listen in time")
+
+
+@contextmanager
+def fake_vllm(tmp_path: Path, mode: str = "ok", extra: tuple[str, ...] = (), env=None):
+    """Run the stand-in as <tmp>/vllm/entrypoints/openai/api_server.py; always killed."""
+    script = tmp_path / "vllm" / "entrypoints" / "openai" / "api_server.py"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(FIXTURE, script)
+    port = free_port()
+    log = tmp_path / f"server-{mode}.log"
+    argv = [sys.executable, str(script), "--model", "/models/Qwen3-8B", "--served-model-name",
+            "qwen3-8b", "--block-size", "16", "--max-num-batched-tokens", "32768",
+            "--gpu-memory-utilization", "0.97", "--port", str(port), *extra]
+    e = {**os.environ, "FAKE_MODE": mode, "HF_TOKEN": "hf_shouldNeverAppear123456",
+         **(env or {})}
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(argv, stdout=fh, stderr=fh, env=e, cwd=tmp_path)
+    try:
+        wait_port(port, proc)
+        yield proc, port, log
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_discovery_through_psutil_parses_args_and_port(tmp_path):
+    with fake_vllm(tmp_path, extra=("--config", "cfg.yaml", "--no-enable-prefix-caching"),
+               env={}) as (proc, port, _log):
+        (tmp_path / "cfg.yaml").write_text("# vllm serve config\nmax_num_seqs: 64\nblock_size: 32\n")
+        host = LiveHost("/")
+        found = gather_service_processes(host, RunOptions(pid=proc.pid))
+        sp = found.primary
+        assert found.pinned and sp.pid == proc.pid
+        assert sp.args["block-size"] == "16"  # the command line wins over the file
+        assert sp.args["max-num-seqs"] == "64" and sp.config_error is None
+        assert sp.args["max-num-batched-tokens"] == "32768"
+        assert sp.args["enable-prefix-caching"] is False
+        assert port in sp.listen_ports
+        assert "python" in sp.interpreter
+        # without --pid the server is found by its cmdline too
+        unpinned = gather_service_processes(host, RunOptions())
+        assert proc.pid in [s.pid for s in unpinned.servers]
+
+
+def test_http_probe_scrapes_twice_and_reads_vllm_series(tmp_path):
+    with fake_vllm(tmp_path) as (_proc, port, _log):
+        http = gather_http(LiveHost("/"), f"http://127.0.0.1:{port}", True, None, interval=0.2)
+    assert http.health.status == 200 and http.version() == "0.23.0"
+    assert len(http.scrapes) == 2 and http.interval_s >= 0.2
+    a = http.scrapes[0].value("vllm:num_preemptions_total")
+    b = http.scrapes[1].value("vllm:num_preemptions_total")
+    assert b > a
+    assert http.scrapes[1].named("vllm:cache_config_info")[0].labels["block_size"] == "16"
+
+
+def test_api_key_is_sent_only_as_bearer(tmp_path):
+    with fake_vllm(tmp_path, extra=("--api-key", "sk-test-123456789")) as (_p, port, _l):
+        base = f"http://127.0.0.1:{port}"
+        without = gather_http(LiveHost("/"), base, True, None, interval=0.05)
+        with_key = gather_http(LiveHost("/"), base, True, "sk-test-123456789", interval=0.05)
+    assert without.endpoints["/v1/models"].status == 401
+    assert with_key.endpoints["/v1/models"].status == 200
+    assert "sk-test" not in repr(with_key)
+
+
+@pytest.mark.parametrize("mode,reason", [("drop", "mid-body"), ("trunc", "Prometheus"),
+                                         ("nostats", None)])
+def test_bad_metrics_bodies(tmp_path, mode, reason):
+    with fake_vllm(tmp_path, mode) as (_p, port, _l):
+        http = gather_http(LiveHost("/"), f"http://127.0.0.1:{port}", True, None, interval=0.05)
+    if reason:
+        assert not http.scrapes and reason in (http.metrics_error or "")
+    else:
+        assert http.scrapes and not http.vllm_series
+
+
+def _check(cli, *args: str) -> tuple[dict, float]:
+    t0 = time.monotonic()
+    r = cli("check", "--json", "--sample-seconds", "1", *args, timeout=90)
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout), time.monotonic() - t0
+
+
+def _findings(doc: dict, check_id: str) -> list[dict]:
+    return next(c["findings"] for c in doc["checks"] if c["id"] == check_id)
+
+
+def test_cli_end_to_end_reports_config_metrics_and_faults(cli, tmp_path):
+    lines = ("ERROR 11-20 03:06:09 [core.py:711] RuntimeError: NPU out of memory. Tried to "
+             "allocate 3.47 GiB (NPU 0; 60.97 GiB total capacity)\n"
+             "[rank0]: Watchdog caught collective operation timeout: WorkHCCL(SeqNum=9, "
+             "OpType=ALLREDUCE, Timeout(ms)=3600000)\n")
+    with fake_vllm(tmp_path, env={"FAKE_FAULTS": "1", "FAKE_LOG_LINES": lines}) as (proc, port, log):
+        time.sleep(0.3)
+        doc, _ = _check(cli, "--service", f"http://127.0.0.1:{port}", "--pid", str(proc.pid),
+                        "--only", "config,service,tlb,logs")
+    text = json.dumps(doc)
+    assert "hf_shouldNeverAppear" not in text
+    bt = _findings(doc, "config.batched-tokens")[0]
+    assert bt["status"] == "warn" and bt["fix"]["id"] == "service.launch-flags"
+    assert bt["fix"]["params"]["set"] == [["--max-num-batched-tokens", "8192"]]
+    bs = _findings(doc, "config.block-size")
+    assert any(f["status"] == "warn" and "ASC-CFG-001" in f["kb"] for f in bs)
+    assert _findings(doc, "config.gpu-memory")[0]["status"] == "warn"
+    m = _findings(doc, "service.metrics")
+    assert any("KV cache 97 %" in f["message"] and f["status"] == "fail" for f in m)
+    assert any("140 requests waiting" in f["message"] for f in m)
+    assert any(f["message"].startswith("TTFT P99") for f in m)
+    tlb = _findings(doc, "tlb.faults")[0]
+    assert tlb["evidence"]["minor_per_s"] > 0 and tlb["evidence"]["seconds"] > 0.5
+    assert str(proc.pid) in tlb["message"]
+    logs = _findings(doc, "logs.signatures")
+    kbs = {k for f in logs for k in f["kb"]}
+    assert {"ASC-LOG-004", "ASC-LOG-003"} <= kbs, logs
+    oom = next(f for f in logs if "ASC-LOG-004" in f["kb"])
+    assert oom["evidence"]["path"] == str(log) and oom["evidence"]["lines"][0]["line"] >= 1
+
+
+@pytest.mark.parametrize("mode,kb", [("down", "ASC-SVC-001"), ("dead", "ASC-SVC-002"),
+                                     ("slow", "ASC-SVC-003"), ("garbage", "ASC-SVC-004")])
+def test_cli_named_finding_for_each_failure_within_timeout(cli, tmp_path, mode, kb):
+    if mode == "down":
+        doc, took = _check(cli, "--service", f"http://127.0.0.1:{free_port()}", "--only", "service")
+    else:
+        with fake_vllm(tmp_path, mode) as (_p, port, _l):
+            doc, took = _check(cli, "--service", f"http://127.0.0.1:{port}", "--only", "service")
+    h = _findings(doc, "service.health")[0]
+    assert h["status"] == "fail" and kb in h["kb"], h
+    assert took < 15, f"took {took:.1f} s"
+
+
+@pytest.mark.parametrize("leak,status", [("1", "fail"), ("0", "pass")])
+def test_leak_watch_through_exporter_metrics(cli, tmp_path, leak, status):
+    with fake_vllm(tmp_path, env={"FAKE_LEAK": leak, "FAKE_RUNNING": "0"}) as (_p, port, _l):
+        doc, took = _check(cli, "--service", f"http://127.0.0.1:{port}", "--only", "leak",
+                           "--watch", "2")
+    f = _findings(doc, "leak.npu-memory")[0]
+    assert f["status"] == status, f
+    assert f["evidence"]["source"].endswith("/metrics (exporter)") and f["evidence"]["samples"] >= 3
+    assert took < 20
+
+
+def test_collected_bundle_replays_the_same_service_findings(cli, tmp_path):
+    out = tmp_path / "svc.tar.gz"
+    with fake_vllm(tmp_path, env={"FAKE_FAULTS": "1"}) as (proc, port, _l):
+        r = cli("collect", "-o", str(out), "--service", f"http://127.0.0.1:{port}", "--pid",
+                str(proc.pid), "--sample-seconds", "1", "--only", "tlb.faults,service.metrics,"
+                "config.block-size", timeout=90)
+        assert r.returncode == 0, r.stderr
+    doc, took = _check(cli, "--bundle", str(out), "--only", "tlb.faults,service.metrics,"
+                       "config.block-size")
+    assert took < 10
+    tlb = _findings(doc, "tlb.faults")[0]
+    assert tlb["evidence"]["minor_per_s"] > 0 and abs(tlb["evidence"]["seconds"] - 1.0) < 0.5
+    assert any("KV cache 97 %" in f["message"] for f in _findings(doc, "service.metrics"))
+    assert _findings(doc, "config.block-size")[0]["evidence"]["effective"] == 16

@@ -1,0 +1,166 @@
+"""npu-smi layouts (A2, A3 two-chip, 310P, 310B), key/value sub-commands, and the NPU checks
+on sysroots where shell scripts stand in for npu-smi (healthy, hot, DCMI failure, hang)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import doctor.probes.npusmi as npusmi
+from checks.npu import health, hbm, processes, smi_runs, temperature
+from doctor.engine import RunConfig, run
+from doctor.errors import ParseError
+from doctor.model import Status
+from doctor.probes.npusmi import kv_get, parse_npu_smi_info, parse_npu_smi_kv
+from tests.unit.npusmi_samples import (A2, A3, COMMON, DCMI_8005, HEALTH_CHIP, HEALTH_OK, P310B,
+                                       P310P, with_temp_and_health)
+
+NPU_CHECKS = ("npu.smi", "npu.health", "npu.temperature", "npu.hbm", "npu.processes")
+
+
+def test_parse_a2_table_and_process_section():
+    info = parse_npu_smi_info(A2)
+    assert (info.tool_version, info.driver_version) == ("24.1.rc3", "24.1.rc3")
+    c0, c1 = info.chips
+    assert (c0.npu, c0.name, c0.health, c0.power_w, c0.temp_c) == (0, "910B1", "OK", 94.6, 49)
+    assert (c0.bus_id, c0.hbm_used_mb, c0.hbm_total_mb) == ("0000:C1:00.0", 3373, 65536)
+    assert c1.hbm_used_mb == 20701, "the space before / may disappear"
+    (p,) = info.processes
+    assert (p.npu, p.chip, p.pid, p.name, p.mem_mb) == (0, 0, 124528, "python3.8", 17400)
+    assert info.idle_npus == (1,)
+
+
+def test_parse_a3_two_chips_per_npu():
+    info = parse_npu_smi_info(A3)
+    assert [(c.npu, c.chip, c.phy_id) for c in info.chips] == [(0, 0, 0), (0, 1, 1), (1, 0, 2),
+                                                                (1, 1, 3)]
+    assert info.chips[1].power_w is None, "the second chip's power is '-'"
+    assert info.chips[3].hbm_used_mb == 10568 and info.npu_ids == [0, 1]
+    assert info.processes[0].pid == 990711 and info.idle_npus == (0,)
+
+
+def test_parse_310_layouts_without_hbm_column():
+    p = parse_npu_smi_info(P310P)
+    assert [(c.npu, c.chip, c.name) for c in p.chips] == [(1, 0, "310P3"), (1, 1, "310P3")]
+    assert p.chips[0].hbm_total_mb is None and p.chips[0].device_used_total == (16302, 44280)
+    assert p.chips[0].power_w is None and len(p.processes) == 2
+    b = parse_npu_smi_info(P310B)
+    assert (b.chips[0].health, b.chips[0].bus_id, b.chips[0].device_used_total) == (
+        "Alarm", "NA", (3628, 15609))
+
+
+def test_parse_kv_subcommands():
+    pairs = parse_npu_smi_kv(HEALTH_OK)
+    assert kv_get(pairs, "Health") == ["OK", "OK"] and kv_get(pairs, "NPU ID") == ["0"]
+    assert dict(parse_npu_smi_kv(COMMON))["Temperature(C)"] == "41"
+    assert kv_get(parse_npu_smi_kv(HEALTH_CHIP), "Error Code") == ["80E21007"]
+
+
+def test_garbage_is_a_named_parse_error():
+    with pytest.raises(ParseError):
+        parse_npu_smi_info("command not found\n")
+    with pytest.raises(ParseError):
+        parse_npu_smi_kv("no pairs here\n")
+
+
+def smi_script(root, table: str, health_text: str = HEALTH_OK, rc: int = 0):
+    root.write("/opt/out/table.txt", table)
+    root.write("/opt/out/health.txt", health_text)
+    real = root.path("/opt/out")
+    root.script("/usr/local/bin/npu-smi",
+                f'case "$*" in\n  "info") cat {real}/table.txt; exit {rc};;\n'
+                f'  "info -t health -i "*) cat {real}/health.txt;;\n'
+                f'  "info -t board -i "*) printf "        Chip Name                      : 910B1\\n";;\n'
+                '  *) echo "unknown"; exit 2;;\nesac\n')
+
+
+def results(root, only=NPU_CHECKS):
+    r = run(root.host(), config=RunConfig(only=only))
+    return {x.check_id: x for x in r.results}
+
+
+def test_healthy_a2_host_passes(sysroot):
+    smi_script(sysroot, A2)
+    for pid, name in ((124528, "python3.8"),):
+        sysroot.write(f"/proc/{pid}/stat", f"{pid} ({name}) S 1 {pid} {pid} 0 -1\n")
+        sysroot.write(f"/proc/{pid}/cmdline", f"{name}\0-m\0x\0")
+    res = results(sysroot)
+    assert {k: v.status for k, v in res.items()} == {
+        "npu.smi": Status.PASS, "npu.health": Status.PASS, "npu.temperature": Status.PASS,
+        "npu.hbm": Status.PASS, "npu.processes": Status.PASS}
+    assert "2 NPU(s)" in res["npu.smi"].findings[0].message
+
+
+def test_hot_warning_and_leaked_npu(sysroot):
+    table = with_temp_and_health(A2, "| 1     910B1", 86, "Warning")
+    table = with_temp_and_health(table, "| 0     910B1", 77)
+    smi_script(sysroot, table)
+    sysroot.mkdir("/proc/1")  # a process table without pid 124528: its memory leaked
+    sysroot.write("/proc/1/stat", "1 (init) S 0 1 1 0 -1\n")
+    sysroot.write("/proc/1/cmdline", "/sbin/init\0")
+    res = results(sysroot)
+    t = {f.subject: f for f in res["npu.temperature"].findings}
+    assert t["NPU 1 chip 0"].status == Status.FAIL and "86 °C" in t["NPU 1 chip 0"].message
+    assert t["NPU 0 chip 0"].status == Status.WARN and "77 °C" in t["NPU 0 chip 0"].message
+    (h,) = [f for f in res["npu.health"].findings if f.status != Status.PASS]
+    assert h.status == Status.WARN and h.subject == "NPU 1 chip 0" and "Warning" in h.message
+    leak = [f for f in res["npu.processes"].findings if f.status == Status.FAIL]
+    assert len(leak) == 1 and "17400 MB held by pid 124528" in leak[0].message
+
+
+def test_health_detail_alarm_overrides_table_ok(sysroot):
+    smi_script(sysroot, A2, health_text=HEALTH_OK.replace("Health                         : OK\n"
+                                                           "        Health                         : OK",
+                                                           "Health                         : Alarm"))
+    res = results(sysroot, ("npu.health",))
+    fails = [f for f in res["npu.health"].findings if f.status == Status.FAIL]
+    assert len(fails) == 2 and all("Alarm" in f.message for f in fails)
+
+
+def test_hbm_over_90_percent_warns(sysroot):
+    smi_script(sysroot, A2.replace("20701/ 65536", "64200/ 65536"))
+    (f,) = [x for x in results(sysroot, ("npu.hbm",))["npu.hbm"].findings]
+    assert f.status == Status.WARN and "64200 / 65536 MB" in f.message and "98.0 %" in f.message
+
+
+def test_dcmi_failure_is_a_fail_with_its_output(sysroot):
+    sysroot.script("/usr/local/bin/npu-smi", f"printf '{DCMI_8005}' >&2\nexit 255\n")
+    res = results(sysroot)
+    (f,) = res["npu.smi"].findings
+    assert f.status == Status.FAIL and "exited 255" in f.message and "-8005" in f.message
+    assert "ASC-NPU-004" in f.kb
+    assert res["npu.temperature"].status == Status.SKIP
+
+
+def test_hanging_npu_smi_is_an_error_naming_it(sysroot, monkeypatch):
+    monkeypatch.setattr(npusmi, "SMI_TIMEOUT_S", 1.0)
+    sysroot.script("/usr/local/bin/npu-smi", "exec sleep 1000\n")
+    res = results(sysroot, ("npu.smi",))
+    (f,) = res["npu.smi"].findings
+    assert f.status == Status.ERROR and "npu-smi info" in f.message and "killed" in f.message
+
+
+def test_missing_npu_smi_is_a_skip_naming_it(sysroot):
+    res = results(sysroot, ("npu.smi",))
+    (f,) = res["npu.smi"].findings
+    assert f.status == Status.SKIP and "npu-smi" in f.message
+
+
+def test_garbled_output_is_an_error(sysroot):
+    sysroot.script("/usr/local/bin/npu-smi", "echo 'Segmentation fault'\n")
+    (f,) = results(sysroot, ("npu.smi",))["npu.smi"].findings
+    assert f.status == Status.ERROR and "cannot parse" in f.message
+
+
+def test_rules_on_310_and_a3_facts():
+    from doctor.host import CommandResult
+    from doctor.probes.npusmi import NpuSmi
+    for text in (P310B, A3):
+        smi = NpuSmi(("npu-smi", "info"), CommandResult(("npu-smi",), 0, text.encode(), b"", 0.1),
+                     parse_npu_smi_info(text))
+        statuses = [f.status for f in health(smi)]
+        assert (Status.FAIL in statuses) == (text is P310B)
+        assert [f.status for f in temperature(smi)] == [Status.PASS]
+        assert [f.status for f in hbm(smi, None)] == [Status.PASS]
+        assert smi_runs(smi)
