@@ -150,13 +150,14 @@ class RunState:
         return sum(1 for r in self.rows.values() if r.result is not None)
 
     def worst(self) -> tuple[CheckRow, Finding] | None:
-        """The finding a newcomer should read first (status, then severity, then id)."""
-        best: tuple[tuple[int, int], str, CheckRow, Finding] | None = None
+        """The finding a newcomer should read first: status, severity, then the actionable
+        one (a fix recipe, a KB entry) among equals, then id."""
+        best: tuple[tuple[int, ...], str, CheckRow, Finding] | None = None
         for row in self.rows.values():
             for f in row.findings:
                 if f.status.rank < Status.WARN.rank:
                     continue
-                key = finding_rank(f)
+                key = finding_rank(f) + (int(f.fix is not None), int(bool(f.kb)))
                 if best is None or key > best[0] or (key == best[0] and row.id < best[1]):
                     best = (key, row.id, row, f)
         return (best[2], best[3]) if best else None

@@ -132,3 +132,14 @@ def test_the_tui_adapters_do_not_import_textual():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_worst_prefers_the_actionable_finding_among_equals():
+    st = RunState()
+    st.add(_result("a.nofix", Category.CONTAINER, Finding.fail("no fix here", kb="ASC-CTR-002")))
+    st.add(_result("b.fix", Category.LIBS, Finding.fail("fixable", kb="ASC-LIB-003",
+                                                        fix="ldconf.ascend-conf")))
+    st.add(_result("c.warn", Category.NPU, Finding.warn("warn with fix", fix="x.y")))
+    assert st.worst()[0].id == "b.fix"
+    st.add(_result("d.error", Category.NPU, Finding.error("crashed")))
+    assert st.worst()[0].id == "d.error"  # error still outranks fail

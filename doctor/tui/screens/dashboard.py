@@ -87,8 +87,9 @@ class DashboardScreen(Screen):
     # -- events ------------------------------------------------------------------------
     @on(OptionList.OptionHighlighted, "#checks")
     def _check_moved(self, event: OptionList.OptionHighlighted) -> None:
-        if self.query_one("#checks").has_focus:
-            self.user_moved = True
+        checks = self.query_one("#checks", CheckList)
+        if checks.highlighted_check != checks.programmatic:
+            self.user_moved = True  # a key or a click, not a refresh
         self._show_findings()
 
     @on(OptionList.OptionSelected)

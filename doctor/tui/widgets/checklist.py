@@ -47,12 +47,16 @@ class CheckList(OptionList):
         self.add_options(options)
         self.select_check(keep)
 
+    programmatic: str | None = None  # the check the code (not the user) highlighted last
+
     def select_check(self, check_id: str | None) -> bool:
         ids = [o.id for o in self.options]
         if check_id and f"check:{check_id}" in ids:
+            self.programmatic = check_id
             self.highlighted = ids.index(f"check:{check_id}")
             return True
         first = next((i for i, x in enumerate(ids) if x and x.startswith("check:")), None)
+        self.programmatic = ids[first].removeprefix("check:") if first is not None else None
         self.highlighted = first
         return False
 
