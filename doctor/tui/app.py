@@ -308,13 +308,14 @@ class DoctorApp(App):
         out = []
         for cls in (DoctorApp, DashboardScreen):
             for b in cls.BINDINGS:
-                if isinstance(b, Binding) and b.id not in ("clear-filter",):
+                if isinstance(b, Binding) and b.id not in ("clear-filter",) and (
+                        b.id != "undo" or self.journal):
                     out.append((b.action.removeprefix("app."), b.description, b.tooltip))
         return out
 
     def palette_run(self, action: str) -> None:
         dash = self.dashboard
-        if action in ("filter", "worst") and dash is not None:
+        if action in ("filter", "worst", "undo") and dash is not None:
             self.call_later(dash.run_action, action)
         else:
             self.call_later(self.run_action, action)
@@ -441,6 +442,7 @@ class DoctorApp(App):
         return result.status.value, f"{check_id} is now {result.status.value}: {worst.message}"
 
     def _replace_result(self, result: Any) -> None:
+        self.refresh_bindings()  # "u Undo fix" appears or goes with the journal
         self.state.add(result)
         self.state.report = replace_result(self.state.report, result)
         self._refresh()

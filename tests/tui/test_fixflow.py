@@ -24,6 +24,7 @@ from doctor.tui.app import DoctorApp
 from doctor.tui.screens.fix import (ConfirmScreen, FixPlanScreen, FixResultScreen,
                                     FixUnavailableScreen)
 from tests.tui.conftest import SNAPSHOT_CHECKS, subset_registry, wait_for
+from tests.tui.test_pilot import plain
 
 SIZE = (120, 40)
 LD_CONF = "/etc/ld.so.conf"
@@ -130,12 +131,17 @@ async def _plan_apply_verify_undo(app, pilot):
     assert app.state.rows["ldconf.order"].state == "pass"  # dashboard updated
     with open(os.path.join(app.overlay, LD_CONF.lstrip("/"))) as fh:
         assert "include /etc/ld.so.conf.d/*.conf" in fh.read()
+    await pilot.press("escape")  # close the result; undo from the dashboard's journal key
+    await pilot.pause(0.2)
+    assert "Undo fix" in plain(app)
     await pilot.press("u")
     await wait_for(pilot, lambda: isinstance(app.screen, FixResultScreen) and app.screen.undone,
                    timeout=30)
     assert app.screen.verify_state == "fail"
     assert app.state.rows["ldconf.order"].state == "fail"
     await pilot.press("escape")
+    await pilot.pause(0.2)
+    assert app.journal == [] and "Undo fix" not in plain(app)
 
 
 async def test_fix_flow_with_the_adapter_contract(monkeypatch, tmp_path):

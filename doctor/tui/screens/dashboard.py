@@ -27,7 +27,7 @@ class DashboardScreen(Screen):
         Binding("slash", "filter", "Filter", key_display="/", id="filter",
                 tooltip="Filter checks by id, category, status or message words"),
         Binding("w", "worst", "Worst", id="worst", tooltip="Jump to the worst finding"),
-        Binding("u", "app.undo", "Undo fix", id="undo", show=False,
+        Binding("u", "undo", "Undo fix", id="undo",
                 tooltip="Undo the last fix applied in this session"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear-filter",
                 tooltip="Clear the filter and go back to the checks"),
@@ -105,6 +105,15 @@ class DashboardScreen(Screen):
     @on(Input.Submitted, "#filter")
     def _filter_done(self, event: Input.Submitted) -> None:
         self.query_one("#checks").focus()
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """"Undo fix" is offered (and shown in the footer) once a fix was applied."""
+        if action == "undo":
+            return bool(getattr(self.app, "journal", None))
+        return True
+
+    def action_undo(self) -> None:
+        self.app.action_undo()  # type: ignore[attr-defined]
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
