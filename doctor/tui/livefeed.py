@@ -241,10 +241,10 @@ def describe(series: LiveSeries) -> dict[str, str]:
     temps = [(r.temp_c, r.npu) for r in series.npus if r.temp_c is not None]
     if temps:
         t, n = max(temps)
-        temp = f"max {t:.0f}°C npu{n}"
+        temp = f"{t:.0f}°C npu{n}"
     return {"running": last(series.running, "{:.0f}"), "waiting": last(series.waiting, "{:.0f}"),
             "kv": last(series.kv, "{:.0f}%"),
-            "preempt": (f"{series.preempt_total:.0f} total" if series.preempt_total is not None
+            "preempt": (f"{series.preempt_total:.0f}" if series.preempt_total is not None
                         else "–"),
             "p99": last(series.p99, "{:.2f} s"), "temp": temp, "hbm": hbm}
 

@@ -89,7 +89,7 @@ def test_series_uses_deltas_for_preemptions_and_p99():
     # the last interval finished 1+4+7+6+2 = 20 requests; rank 19.8 falls in (30, 40]
     assert series.p99[-1] == pytest.approx(39.0)
     text = livefeed.describe(series)
-    assert text["kv"] == "98%" and text["preempt"] == "14 total"
+    assert text["kv"] == "98%" and text["preempt"] == "14"
 
 
 def _result(cid, cat, *findings):
@@ -143,3 +143,13 @@ def test_worst_prefers_the_actionable_finding_among_equals():
     assert st.worst()[0].id == "b.fix"
     st.add(_result("d.error", Category.NPU, Finding.error("crashed")))
     assert st.worst()[0].id == "d.error"  # error still outranks fail
+
+
+def test_glyphs_fall_back_to_text_on_dumb_terminals(monkeypatch):
+    from doctor.tui import state
+
+    monkeypatch.delenv("ASCEND_DOCTOR_ASCII", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert state.glyph("fail") == "✗"
+    monkeypatch.setenv("TERM", "dumb")
+    assert state.glyph("fail") == "X" and state.glyph("pass") == "ok"

@@ -242,7 +242,7 @@ async def test_live_panel_replays_recorded_metrics(live_bundle):
         text = plain(app)
         assert "recorded in the bundle, 4 samples" in text
         assert "KV cache 98%" in text and "running 12" in text and "waiting 30" in text
-        assert "preemptions 14 total" in text and "max 71°C npu3" in text
+        assert "preemptions 14" in text and "NPU max 71°C npu3" in text
         from textual.widgets import Sparkline
         spark = app.screen.query_one("#live-kv").query_one(Sparkline)
         assert list(spark.data) == pytest.approx([42, 71, 93, 98])

@@ -9,8 +9,8 @@ from textual.widgets import Label, Sparkline
 from ..livefeed import LiveSeries, describe, hbm_percent
 
 CELLS = (("running", "running"), ("waiting", "waiting"), ("kv", "KV cache"),
-         ("preempt", "preemptions"), ("p99", "P99 e2e"), ("temp", "NPU temp"),
-         ("hbm", "HBM by NPU"))
+         ("preempt", "preemptions"), ("p99", "P99 e2e"), ("temp", "NPU max"),
+         ("hbm", "HBM"))
 
 
 class LiveCell(Vertical):
