@@ -362,3 +362,22 @@ async def test_light_theme_and_80x24():
         assert "Worst:" in text and "ldconf.order" in text
         await pilot.press("enter")
         assert isinstance(app.screen, DetailScreen)
+
+
+async def test_export_bundle_of_a_sysroot_records_what_the_checks_read(tmp_path, sysroot):
+    from doctor.bundle import BundleData, BundleHost
+
+    sysroot.write("/etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n")
+    sysroot.write("/etc/ld.so.conf.d/ascend.conf", "/usr/local/Ascend/driver/lib64\n")
+    out = tmp_path / "out"
+    app = DoctorApp(root=str(sysroot), registry=subset_registry("ldconf.order"), live=False,
+                    export_dir=str(out))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.run_complete)
+        assert app.context == "sysroot"
+        await pilot.press("e", "b")
+        await wait_for(pilot, lambda: app.last_export is not None, timeout=30)
+    data = BundleData.load(app.last_export)
+    host = BundleHost(data)
+    assert host.read_text("/etc/ld.so.conf.d/ascend.conf") == "/usr/local/Ascend/driver/lib64\n"
+    assert data.manifest["findings_at_collection"]["pass"] == 1
