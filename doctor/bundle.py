@@ -304,6 +304,14 @@ class RecordingHost(Host):
                      "pid": c.pid} for c in conns]
         return self._record("connections", "", self.inner.connections, enc, sequence=True)
 
+    def capture(self, iface, bpf, seconds):
+        def enc(stream):
+            return {"blob": self.data.blob(stream.read(MAX_BLOB))}
+        stream = self._record("capture", "", lambda: self.inner.capture(iface, bpf, seconds), enc)
+        stream.close()
+        e = self.data.get("capture", "")[-1]
+        return io.BytesIO(self.data.blobs[e["blob"]])
+
     def environ(self):
         env = self.inner.environ()
         self.data.put("environ", "", redact_env(env))
@@ -628,6 +636,14 @@ class BundleHost(Host):
         return [Connection(c["family"], c["type"], tuple(c["laddr"]),
                            tuple(c["raddr"]) if c.get("raddr") else None, c["status"],
                            c.get("pid")) for c in e]
+
+    def capture(self, iface, bpf, seconds):
+        e = self._next("capture", "")
+        if e is None:
+            raise SourceMissing("live capture", "no capture was recorded in the bundle")
+        if "error" in e:
+            _raise(e)
+        return io.BytesIO(self._blob(e["blob"]))
 
     def environ(self):
         e = self.data.get("environ", "")

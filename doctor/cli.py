@@ -269,11 +269,20 @@ def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, l
         atomic_write(export, demo_bundle_bytes(), mode=0o644)
         click.echo(f"wrote the demo bundle to {export}", err=True)
         return
-    options = build_options({"lang": lang, "service_url": None})
+    from .bundle import BundleHost
+    from .demo import demo_bundle_data
+
+    data = demo_bundle_data()
+    # the scenario names its recorded inputs (capture, profile, audit log) in the manifest
+    inputs = data.manifest.get("options", {}).get("demo_inputs", {})
+    options = build_options({"lang": lang, "service_url": None,
+                             **{k: v for k, v in inputs.items()
+                                if k in ("pcap", "profile_dir", "block_audit")}})
     if not (as_json or markdown or as_text) and sys.stdout.isatty() and sys.stdin.isatty():
         _launch_tui(demo=True, options=options)
         return
-    report = run_report(demo_host(), options, _split(only), _split(skip), 10.0, context="demo")
+    report = run_report(BundleHost(data), options, _split(only), _split(skip), 10.0,
+                        context="demo")
     emit(report, as_json=as_json, junit=None, markdown=markdown, lang=options.lang)
 
 

@@ -200,6 +200,10 @@ class Host(ABC):
     @abstractmethod
     def connections(self) -> list[Connection]: ...
 
+    def capture(self, iface: str, bpf: str, seconds: float) -> BinaryIO:
+        """A pcap stream of ``seconds`` of live traffic matching ``bpf`` on ``iface``."""
+        raise SourceMissing("live capture", f"a {self.kind} host cannot capture traffic")
+
     # -- the doctor's own context ------------------------------------------------------
     @abstractmethod
     def environ(self) -> dict[str, str]:
@@ -458,6 +462,46 @@ class LiveHost(Host):
             out.append(Connection(fam, typ, (c.laddr.ip, c.laddr.port), raddr,
                                   c.status or "NONE", c.pid))
         return out
+
+    def capture(self, iface: str, bpf: str, seconds: float) -> BinaryIO:
+        """Sniff with scapy (tcpdump when scapy cannot) into an unlinked temp file."""
+        if self.is_sysroot:
+            raise SourceMissing("live capture", "a sysroot has no interfaces to capture on")
+        if os.geteuid() != 0:
+            raise SourceError("live capture", "capturing needs root (CAP_NET_RAW); "
+                              "run as root or pass --pcap FILE")
+        import tempfile
+        tmp = tempfile.TemporaryFile(prefix="ascend-doctor-", suffix=".pcap")
+        try:
+            from scapy.all import PcapWriter, sniff  # heavy: only when sniffing
+            writer = PcapWriter(tmp, sync=True, linktype=None)
+            sniff(iface=None if iface in ("", "any") else iface, filter=bpf, timeout=seconds,
+                  store=False, prn=writer.write)
+            writer.flush()
+            if tmp.tell() == 0:  # nothing matched: still a valid, empty capture
+                import struct
+                tmp.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        except Exception as exc:  # scapy missing, no libpcap for the filter, bad iface...
+            tmp.close()
+            return self._capture_tcpdump(iface, bpf, seconds, f"{type(exc).__name__}: {exc}")
+        tmp.seek(0)
+        return tmp
+
+    def _capture_tcpdump(self, iface: str, bpf: str, seconds: float, why: str) -> BinaryIO:
+        import tempfile
+        if self.which("tcpdump") is None:
+            raise SourceError("live capture", f"scapy could not capture ({why}) and tcpdump "
+                              "is not installed")
+        fd, path = tempfile.mkstemp(prefix="ascend-doctor-", suffix=".pcap")
+        os.close(fd)
+        try:
+            r = self.run(["tcpdump", "-i", iface or "any", "-U", "-n", "-w", path, bpf],
+                         timeout=seconds)
+            if not r.timed_out and r.returncode != 0:
+                raise SourceError("live capture", r.describe_failure())
+            return open(path, "rb")
+        finally:
+            os.unlink(path)
 
     # -- context -----------------------------------------------------------------------
     def environ(self) -> dict[str, str]:

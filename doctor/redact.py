@@ -11,8 +11,11 @@ from typing import Any, Mapping
 
 REDACTED = "<redacted>"
 _MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
-_NAME = r"[A-Za-z_][A-Za-z0-9_.-]*"
-_SECRET_NAME = rf"(?:[A-Za-z0-9_.-]*(?:{'|'.join(_MARKERS)})[A-Za-z0-9_.-]*)"
+# TOKEN but not TOKENS/TOKENIZER (--max-num-batched-tokens is a count, not a secret);
+# AUTH but not AUTHOR.
+_MARKER = r"(?:TOKEN(?!S(?![A-Za-z])|IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!OR)|COOKIE)"
+_MARKER_RE = re.compile(_MARKER, re.IGNORECASE)
+_SECRET_NAME = rf"(?:[A-Za-z0-9_.-]*{_MARKER}[A-Za-z0-9_.-]*)"
 
 # NAME=value in env files, systemd Environment= lines, shell exports, /proc environ dumps.
 _ASSIGN = re.compile(rf"(?i)\b({_SECRET_NAME})(\s*=\s*)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'&;]+)")
@@ -25,8 +28,7 @@ _JSON_FIELD = re.compile(rf"(?i)(\"{_SECRET_NAME}\"\s*:\s*)(\"[^\"]*\")")
 
 
 def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return any(m in upper for m in _MARKERS)
+    return _MARKER_RE.search(name) is not None
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

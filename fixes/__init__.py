@@ -1,1 +1,96 @@
-"""Fix recipes: a finding becomes a plan (diffs, modes, argv commands, manual steps)."""
+"""Fix recipes: a finding becomes a plan (diffs, modes, argv commands, manual steps).
+
+Like checks, a recipe is a function carrying a spec (``@recipe``); nothing registers at
+import time. ``FixRegistry.discover()`` scans this package's modules for specs. A recipe
+only *plans* (reads through the Host, returns a ``Plan``); ``fixes.apply`` writes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+_RECIPE_ATTR = "__ascend_doctor_recipe__"
+# Chinese titles of the built-in recipes (plans are printed in --lang zh too)
+TITLES_ZH = {
+    "ldconf.ascend-conf": "Ascend 库写入 ascend.conf，驱动 lib64 优先",
+    "service.env": "为 vLLM 服务设置 set_env.sh 的环境变量",
+    "service.launch-flags": "修正 vLLM 启动参数",
+    "dns.hosts-pin": "在 /etc/hosts 中固定服务主机名",
+    "sysctl.tcp-ports": "临时端口范围与 TIME_WAIT 回收（sysctl.d）",
+    "versions.pip-match": "按 vllm-ascend 的约束重装 torch / torch_npu",
+    "tlb.hugepages": "透明大页 / 大页池，持久化",
+}
+# modules of the machinery, not recipes (scanning them is harmless but slower)
+_INFRA = {"plan", "apply", "journal", "context", "export"}
+
+
+@dataclass(frozen=True)
+class RecipeSpec:
+    id: str
+    title: str
+    func: Callable[..., Any]
+    check: str | None = None  # the check whose re-run verifies the fix
+    params: tuple[str, ...] = ()  # parameter names it understands (for --param help)
+
+    def plan(self, ctx: Any, params: dict[str, Any] | None = None):
+        return self.func(ctx, dict(params or {}))
+
+
+def recipe(id: str, *, title: str, check: str | None = None,
+           params: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark ``func(ctx: FixContext, params: dict) -> Plan`` as the recipe ``id``."""
+
+    def deco(func: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(func, _RECIPE_ATTR, RecipeSpec(id, title, func, check, tuple(params)))
+        return func
+
+    return deco
+
+
+@dataclass
+class FixRegistry:
+    recipes: dict[str, RecipeSpec] = field(default_factory=dict)
+
+    def add_module(self, module: Any) -> None:
+        for value in vars(module).values():
+            spec = getattr(value, _RECIPE_ATTR, None)
+            if isinstance(spec, RecipeSpec) and getattr(value, "__module__", "") == module.__name__:
+                if spec.id in self.recipes and self.recipes[spec.id].func is not spec.func:
+                    raise ValueError(f"duplicate fix recipe id {spec.id!r}")
+                self.recipes[spec.id] = spec
+
+    @classmethod
+    def discover(cls) -> "FixRegistry":
+        reg = cls()
+        pkg = importlib.import_module(__name__)
+        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+            if info.name.startswith("_") or info.name in _INFRA:
+                continue
+            reg.add_module(importlib.import_module(f"{__name__}.{info.name}"))
+        return reg
+
+    def get(self, id: str) -> RecipeSpec:
+        from doctor.errors import UsageError
+        try:
+            return self.recipes[id]
+        except KeyError:
+            raise UsageError(f"unknown fix recipe {id!r} (known: "
+                             f"{', '.join(sorted(self.recipes))})") from None
+
+
+def plan_for(ctx: Any, fix: Any, params: dict[str, Any] | None = None,
+             check: str | None = None, registry: FixRegistry | None = None):
+    """The plan for a finding's fix (a ``FixRef`` or a recipe id), verified by ``check``
+    (the finding's check) or the recipe's own. What the TUI and the CLI both call."""
+    rid = getattr(fix, "id", fix)
+    merged = {**dict(getattr(fix, "params", {}) or {}), **dict(params or {})}
+    spec = (registry or FixRegistry.discover()).get(rid)
+    merged["_verify"] = check or spec.check
+    plan = spec.plan(ctx, merged)
+    plan.params.pop("_verify", None)
+    plan.title_zh = plan.title_zh or TITLES_ZH.get(rid, "")
+    plan.verify = plan.verify or check or spec.check
+    return plan

@@ -38,6 +38,49 @@ class Entry:
     sources: tuple[str, ...] = ()
     severity: str = "medium"
     domain: str = ""
+    message: Mapping[str, str] = field(default_factory=dict)  # triage template, {group} names
+
+    def advice_for(self, versions: Mapping[str, str | None], lang: str = "en") -> list[str]:
+        """The advice texts whose ``when`` holds for ``versions`` (unknown version: not held).
+
+        ``versions`` maps a stack component (``vllm_ascend``, ``vllm``, ``cann``, ``driver``,
+        ``torch``, ``torch_npu``, ``chip``) to what was found on the host.
+        """
+        return [pick(a, lang) for a in self.advice if condition_holds(a.get("when", {}), versions)]
+
+    def advice_table(self, lang: str = "en") -> list[tuple[str, str]]:
+        """Every advice item as (its condition in words, its text), for hosts not looked at."""
+        return [(describe_when(a.get("when", {})), pick(a, lang)) for a in self.advice]
+
+    def applies(self, versions: Mapping[str, str | None]) -> bool | None:
+        """Whether ``applies_to`` holds: True/False, None when a needed version is unknown."""
+        if not self.applies_to:
+            return True
+        verdicts = [_one_holds(k, v, versions.get(k)) for k, v in self.applies_to.items()]
+        if False in verdicts:
+            return False
+        return None if None in verdicts else True
+
+    def render_message(self, groups: Mapping[str, str], lang: str = "en") -> str:
+        """The triage message with the signature's named groups filled in."""
+        tmpl = pick(self.message, lang) if self.message else self.text("title", lang)
+        return tmpl.format_map(_Missing(groups))
+
+    def to_dict(self, lang: str | None = None) -> dict[str, Any]:
+        """A JSON-able view; with ``lang`` the texts are resolved to that language."""
+        def t(m: Mapping[str, str]) -> Any:
+            return pick(m, lang) if lang else dict(m)
+        return {"id": self.id, "domain": self.domain, "severity": self.severity,
+                "title": t(self.title), "cause": t(self.cause),
+                "steps": [({"text": pick(s, lang), "cmd": s.get("cmd")} if lang else dict(s))
+                          for s in self.steps],
+                "signatures": list(self.signatures), "aliases": list(self.aliases),
+                "checks": list(self.checks), "fix": self.fix,
+                "applies_to": dict(self.applies_to),
+                "advice": [{"when": dict(a.get("when", {})),
+                            **({"text": pick(a, lang)} if lang else
+                               {k: a[k] for k in LANGS if k in a})} for a in self.advice],
+                "sources": list(self.sources)}
 
     def text(self, name: str, lang: str = "en") -> str:
         value = getattr(self, name)
@@ -58,6 +101,63 @@ class Entry:
         return tuple(re.compile(p, re.IGNORECASE | re.MULTILINE) for p in self.signatures)
 
 
+class _Missing(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def pick(m: Mapping[str, Any], lang: str | None) -> str:
+    """The text in ``lang``, falling back to English, then to any language."""
+    return m.get(lang or "en") or m.get("en") or next(
+        (v for k, v in m.items() if k in LANGS), "")
+
+
+VERSION_KEYS = ("vllm_ascend", "vllm", "cann", "driver", "hdk", "firmware", "torch", "torch_npu",
+                "python")
+LIST_KEYS = ("chip", "model")
+
+
+def _canon_version(v: str) -> str:
+    """CANN/driver spellings (8.0.RC1, 23.0.rc3, 8.3.RC1.alpha002) as PEP 440 (8.0rc1)."""
+    s = v.strip()
+    s = re.sub(r"\.(?i:rc)(\d+)", r"rc\1", s)
+    s = re.sub(r"\.(?i:alpha)(\d+)", r".dev\1", s)
+    s = re.sub(r"\.(?i:t)(\d+)$", r".post\1", s)
+    return s
+
+
+def _one_holds(key: str, spec: Any, found: str | None) -> bool | None:
+    if found is None or found == "":
+        return None
+    if key in LIST_KEYS or isinstance(spec, (list, tuple)):
+        wanted = [spec] if isinstance(spec, str) else list(spec)
+        return any(str(w).lower() in str(found).lower() for w in wanted)
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+    try:
+        return SpecifierSet(_canon_spec(str(spec))).contains(
+            Version(_canon_version(str(found))), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return None
+
+
+def _canon_spec(spec: str) -> str:
+    return ",".join(re.sub(r"([0-9][0-9A-Za-z.]*)", lambda m: _canon_version(m.group(1)), p)
+                    for p in spec.split(","))
+
+
+def condition_holds(when: Mapping[str, Any], versions: Mapping[str, str | None]) -> bool:
+    """Every key of ``when`` holds for the versions found (an unknown one does not)."""
+    return all(_one_holds(k, v, versions.get(k)) is True for k, v in when.items())
+
+
+def describe_when(when: Mapping[str, Any]) -> str:
+    if not when:
+        return "always"
+    return ", ".join(f"{k} {'in ' + '/'.join(v) if isinstance(v, list) else v}"
+                     for k, v in when.items())
+
+
 @dataclass(frozen=True)
 class Match:
     entry: Entry
@@ -75,50 +175,87 @@ class KnowledgeBase:
             self.entries[e.id] = e
 
     def get(self, id: str) -> Entry | None:
-        e = self.entries.get(id)
-        if e is None:
-            for cand in self.entries.values():
-                if id in cand.aliases:
-                    return cand
-        return e
+        """An entry by id (any case) or by one of its aliases (EZ9999, 207018, ...)."""
+        found = self.lookup(id)
+        return found[0] if found else None
+
+    def lookup(self, id: str) -> list[Entry]:
+        """Every entry with this id or alias: an id first, then aliases in id order."""
+        e = self.entries.get(id) or self.entries.get(id.strip().upper())
+        if e is not None:
+            return [e]
+        key = id.strip().lower()
+        return sorted((c for c in self.entries.values()
+                       if key in (a.lower() for a in c.aliases)), key=lambda c: c.id)
 
     def titles(self, ids: Iterable[str], lang: str = "en") -> dict[str, str]:
         return {i: self.entries[i].text("title", lang) for i in ids if i in self.entries}
 
     def search(self, text: str, lang: str | None = None) -> list[Entry]:
-        """Entries whose id, alias, title or cause contains every word of ``text``."""
+        """Entries whose id, alias, title, cause or steps contain every word of ``text``.
+
+        Ranked: an id/alias hit first, then title hits (in ``lang`` when given), then the rest.
+        """
         words = [w.lower() for w in text.split() if w]
-        out = []
+        scored = []
         for e in self.entries.values():
-            hay = " ".join([e.id, *e.aliases, *e.title.values(), *e.cause.values(),
-                            *(s.get("cmd", "") for s in e.steps)]).lower()
-            if all(w in hay for w in words):
-                out.append(e)
-        return sorted(out, key=lambda e: e.id)
+            steps = [v for s in e.steps for k, v in s.items() if k in (*LANGS, "cmd")]
+            hay = " ".join([e.id, *e.aliases, *e.title.values(), *e.cause.values(), *steps,
+                            *e.checks, e.fix or ""]).lower()
+            if not all(w in hay for w in words):
+                continue
+            ids = " ".join([e.id, *e.aliases]).lower()
+            title = (pick(e.title, lang) if lang else " ".join(e.title.values())).lower()
+            score = sum(3 for w in words if w in ids) + sum(1 for w in words if w in title)
+            scored.append((-score, e.id, e))
+        return [e for _, _, e in sorted(scored, key=lambda t: (t[0], t[1]))]
+
+    def _flat(self) -> tuple[list[tuple[Entry, "re.Pattern[str]"]], Any]:
+        """Every (entry, compiled signature) in entry order, and the gate over them."""
+        if not hasattr(self, "_flat_cache"):
+            from .gate import Gate
+            flat = [(e, rx) for e in self.entries.values() for rx in e.compiled]
+            self._flat_cache = (flat, Gate([rx.pattern for _, rx in flat]))
+        return self._flat_cache
 
     def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5) -> list[Match]:
-        """Rank entries by how many distinct lines their signatures match (streaming)."""
+        """Rank entries by how many distinct lines their signatures match (streaming).
+
+        Ties break on how much of one line the entry's signatures explain, then the id.
+        A literal pre-filter (knowledge/gate.py) skips the regexes that cannot match a line.
+        """
         hits: dict[str, list[tuple[int, str]]] = {}
         groups: dict[str, dict[str, str]] = {}
         counts: dict[str, int] = {}
-        entries = [e for e in self.entries.values() if e.signatures]
+        span: dict[str, int] = {}  # most text of one line explained: more specific
+        flat, gate = self._flat()
         for n, line in enumerate(lines, 1):
-            for e in entries:
-                for rx in e.compiled:
-                    m = rx.search(line)
-                    if m:
-                        counts[e.id] = counts.get(e.id, 0) + 1
-                        lst = hits.setdefault(e.id, [])
-                        if len(lst) < limit_lines_per_entry:
-                            lst.append((n, line.rstrip("\n")[:500]))
-                        groups.setdefault(e.id, {}).update(
-                            {k: v for k, v in m.groupdict().items() if v})
-                        break
+            cands = gate.candidates(line)
+            if not cands:
+                continue
+            # per entry and line: every signature that matches adds its matched length,
+            # so the entry whose signatures explain more of the line ranks first
+            covered: dict[str, int] = {}
+            for i in sorted(cands):
+                e, rx = flat[i]
+                m = rx.search(line)
+                if not m:
+                    continue
+                first = e.id not in covered
+                covered[e.id] = covered.get(e.id, 0) + max(m.end() - m.start(), 1)
+                groups.setdefault(e.id, {}).update({k: v for k, v in m.groupdict().items() if v})
+                if first:
+                    counts[e.id] = counts.get(e.id, 0) + 1
+                    lst = hits.setdefault(e.id, [])
+                    if len(lst) < limit_lines_per_entry:
+                        lst.append((n, line.rstrip("\n")[:500]))
+            for eid, width in covered.items():
+                span[eid] = max(span.get(eid, 0), width)
         out = []
         for eid, cnt in counts.items():
             e = self.entries[eid]
-            specificity = max(len(p) for p in e.signatures) / 100.0
-            out.append(Match(e, cnt + min(specificity, 0.99), tuple(hits[eid]), groups.get(eid, {})))
+            specificity = min(span.get(eid, 0) / 200.0, 0.99)
+            out.append(Match(e, cnt + specificity, tuple(hits[eid]), groups.get(eid, {})))
         return sorted(out, key=lambda m: (-m.score, m.entry.id))
 
 
@@ -128,7 +265,8 @@ def _entry_from(d: Mapping[str, Any], domain: str) -> Entry:
                  aliases=tuple(d.get("aliases", ())), checks=tuple(d.get("checks", ())),
                  fix=d.get("fix"), applies_to=d.get("applies_to", {}),
                  advice=tuple(d.get("advice", ())), sources=tuple(d.get("sources", ())),
-                 severity=d.get("severity", "medium"), domain=domain)
+                 severity=d.get("severity", "medium"), domain=domain,
+                 message=d.get("message", {}))
 
 
 def data_files() -> list[tuple[str, bytes]]:

@@ -24,10 +24,13 @@ def build() -> bytes:
     w = BundleWriter(HOST, context="demo", created="2026-11-20T03:12:00Z")
     from . import parts
 
+    inputs: dict[str, str] = {}
     for info in sorted(pkgutil.iter_modules(parts.__path__), key=lambda i: i.name):
-        importlib.import_module(f"{parts.__name__}.{info.name}").build(w)
-    return w.finish(options={"scenario": "8x910B DeepSeek serving host, seed 000_93c34712512482cd.txt"}
-                    ).to_bytes()
+        mod = importlib.import_module(f"{parts.__name__}.{info.name}")
+        mod.build(w)
+        inputs.update(getattr(mod, "DEMO_INPUTS", {}))  # e.g. pcap, profile_dir, block_audit
+    return w.finish(options={"scenario": "8x910B DeepSeek serving host, seed 000_93c34712512482cd.txt",
+                             "demo_inputs": dict(sorted(inputs.items()))}).to_bytes()
 
 
 def target() -> str:

@@ -65,10 +65,10 @@ def test_missing_config_file_is_an_error_finding():
 import pytest  # noqa: E402
 
 
-@pytest.mark.xfail(strict=True, reason="doctor/redact.py treats every name containing TOKEN as "
-                   "secret, so --max-num-batched-tokens values vanish from collected bundles "
-                   "(reported to the lead; core file)")
 def test_token_counts_are_not_secrets():
     from doctor.redact import redact_argv, redact_text
     assert redact_argv(["--max-num-batched-tokens", "32768"])[1] == "32768"
     assert "32768" in redact_text("--max-num-batched-tokens 32768")
+    assert redact_argv(["--hf-token", "hf_x"])[1] == "<redacted>"
+    assert "hf_x" not in redact_text("HF_TOKEN=hf_x TOKENIZERS_PARALLELISM=false")
+    assert "false" in redact_text("HF_TOKEN=hf_x TOKENIZERS_PARALLELISM=false")

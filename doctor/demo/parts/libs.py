@@ -13,7 +13,7 @@ from ..elfgen import shared_object
 from .base import SITE
 
 MULTIARCH = "/usr/lib/x86_64-linux-gnu"
-TK = "/usr/local/Ascend/ascend-toolkit/8.0.0"
+TK = "/usr/local/Ascend/ascend-toolkit/8.3.RC2"  # the stack part's toolkit (latest -> 8.3.RC2)
 SYSTEM = {"libc.so.6": ("ld-linux-x86-64.so.2",), "libm.so.6": ("libc.so.6",),
           "libgcc_s.so.1": ("libc.so.6",), "libpthread.so.0": ("libc.so.6",),
           "libstdc++.so.6": ("libm.so.6", "libc.so.6", "libgcc_s.so.1"),

@@ -179,11 +179,18 @@ INFO 11-20 03:08:02 [loggers.py:123] Engine 000: Avg prompt throughput: 5187.3 t
 """
 
 
+# the service user is in HwHiAiUser (gid 1000), the group of /dev/davinci*
+STATUS = ("Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4711\nPid:\t4711\n"
+          "PPid:\t1\nUid:\t1001\t1001\t1001\t1001\nGid:\t1001\t1001\t1001\t1001\n"
+          "Groups:\t1000 1001 \nVmRSS:\t 5242880 kB\nThreads:\t41\n")
+
+
 def build(w: BundleWriter) -> None:
     # the server, its EngineCore and its eight TP workers; 36 000 minor faults in 3 s, 0 major
     w.process(PID, 1, CMDLINE, user="vllm", uid=1001, exe="/usr/local/bin/python3.11",
               environ=ENVIRON,
-              files={"stat": [stat_line(PID, "python3", 1, 1_204_511, 0, 41, 1_310_720),
+              files={"status": STATUS,
+                     "stat": [stat_line(PID, "python3", 1, 1_204_511, 0, 41, 1_310_720),
                               stat_line(PID, "python3", 1, 1_205_111, 0, 41, 1_310_720)]})
     w.process(ENGINE, PID, ["VLLM::EngineCore"], user="vllm", uid=1001,
               exe="/usr/local/bin/python3.11",

@@ -25,7 +25,7 @@ TK = f"{ASCEND}/ascend-toolkit/{TK_VER}"
 SITE = "/usr/local/lib/python3.11/site-packages"
 NPUS = 8
 HOT_NPU, WARN_NPU, LEAK_NPU = 3, 5, 7
-WORKER_PID0 = 4801  # VLLMWorker_TP processes, children of the vLLM server (pid 4711)
+WORKER_PID0 = 4731  # VLLMWorker_TP<i> processes (parts/service.py: children of EngineCore 4720)
 LEAK_PID = 3121
 # interpreters the import probe may pick: python3 (no server), or the server's exe / argv[0]
 INTERPRETERS = ("python3", "/usr/local/bin/python3", "/usr/local/bin/python3.11")
@@ -158,12 +158,7 @@ def build(w: BundleWriter) -> None:
     for i in range(NPUS):
         w.command(["npu-smi", "info", "-t", "health", "-i", str(i)], health(i))
     w.command(["npu-smi", "info", "-t", "board", "-i", "0"], BOARD)
-    # vLLM workers (children of the server, pid 4711 in parts/service.py)
-    for i in range(NPUS):
-        if i == LEAK_NPU:
-            continue
-        w.process(WORKER_PID0 + i, 4711, [f"VLLMWorker_TP{i}"], user="root", uid=0,
-                  exe="/usr/local/bin/python3.11")
+    # the vLLM workers themselves are declared by parts/service.py (pids 4731..4738)
     # device nodes: root:HwHiAiUser (gid 1000), 0660
     for i in range(NPUS):
         w.device(f"/dev/davinci{i}", mode=0o660, gid=1000)

@@ -1,0 +1,130 @@
+"""DNS analysis of a 1,000,000-packet capture vs `tshark -r FILE -Y dns`, side by side.
+
+The capture is built with struct (not scapy: a million scapy packets take minutes): load
+clients that resolve per request (query, answer, SYN, SYN-ACK, ACK, request, response, FIN,
+FIN, ACK), so a fifth of the packets are DNS and the rest must be skipped fast.
+Each side runs in a child process; peak RSS comes from os.wait4's rusage of that child.
+Run: python bench/bench_dns.py [--quick]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAME = b"".join(bytes([len(p)]) + p for p in b"api.deepseek.example.com".split(b"."))
+
+
+def _eth_ip(src: bytes, dst: bytes, proto: int, l4: bytes) -> bytes:
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 0, 0x4000, 64, proto, 0, src, dst)
+    return b"\x02\0\0\0\0\x02\x02\0\0\0\0\x01\x08\x00" + ip + l4
+
+
+def _udp(sp: int, dp: int, payload: bytes) -> bytes:
+    return struct.pack(">HHHH", sp, dp, 8 + len(payload), 0) + payload
+
+
+def _tcp(sp: int, dp: int, flags: int, payload: bytes = b"") -> bytes:
+    return struct.pack(">HHIIBBHHH", sp, dp, 1, 1, 0x50, flags, 65535, 0, 0) + payload
+
+
+def write_capture(path: str, packets: int) -> int:
+    """A pcap of ``packets`` packets from 50 clients; returns the count written."""
+    resolver, service = socket.inet_aton("10.0.0.53"), socket.inet_aton("192.168.1.100")
+    body = b"POST /v1/completions HTTP/1.1\r\nHost: api\r\n\r\n" + b"x" * 150
+    reply = b"HTTP/1.1 200 OK\r\n\r\n" + b"y" * 400
+    out = bytearray(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+    rec = struct.Struct("<IIII").pack
+    n = 0
+    t = 1_767_225_600.0
+    i = 0
+    with open(path, "wb") as fh:
+        while n < packets:
+            client = socket.inet_aton(f"10.0.1.{i % 50 + 1}")
+            qid, sp, cp = i & 0xFFFF, 20000 + i % 40000, 40000 + i % 20000
+            q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0) + NAME + b"\0\0\x01\0\x01"
+            a = (struct.pack(">HHHHHH", qid, 0x8180, 1, 1, 0, 0) + NAME + b"\0\0\x01\0\x01"
+                 + b"\xc0\x0c\0\x01\0\x01\0\0\0\x3c\0\x04" + service)
+            frames = [
+                (0.0, _eth_ip(client, resolver, 17, _udp(sp, 53, q))),
+                (0.002, _eth_ip(resolver, client, 17, _udp(53, sp, a))),
+                (0.0025, _eth_ip(client, service, 6, _tcp(cp, 8000, 0x02))),
+                (0.0026, _eth_ip(service, client, 6, _tcp(8000, cp, 0x12))),
+                (0.0027, _eth_ip(client, service, 6, _tcp(cp, 8000, 0x10))),
+                (0.0028, _eth_ip(client, service, 6, _tcp(cp, 8000, 0x18, body))),
+                (0.05, _eth_ip(service, client, 6, _tcp(8000, cp, 0x18, reply))),
+                (0.051, _eth_ip(client, service, 6, _tcp(cp, 8000, 0x11))),
+                (0.052, _eth_ip(service, client, 6, _tcp(8000, cp, 0x11))),
+                (0.053, _eth_ip(client, service, 6, _tcp(cp, 8000, 0x10))),
+            ]
+            for dt, f in frames:
+                if n >= packets:
+                    break
+                ts = t + dt
+                sec = int(ts)
+                out += rec(sec, int((ts - sec) * 1e6), len(f), len(f))
+                out += f
+                n += 1
+            t += 0.01
+            i += 1
+            if len(out) > 1 << 22:
+                fh.write(out)
+                out.clear()
+        fh.write(out)
+    return n
+
+
+def _child(argv: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS MB, exit status) of one child process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+    if p.returncode:
+        raise RuntimeError(f"{argv[0]} exited {p.returncode}: {err[-400:]}")
+    return wall, ru.ru_maxrss / 1024.0, p.returncode
+
+
+OURS = ("import sys; from doctor.probes.dnsstats import analyse_capture;"
+        "t = analyse_capture(open(sys.argv[1], 'rb'), sys.argv[1], (8000,));"
+        "c = t.clients[0]; print(t.records, t.dns_messages, t.syns, c.per_request_fraction)")
+
+
+def run(quick: bool = False) -> list[dict]:
+    packets = 100_000 if quick else 1_000_000
+    tmp = tempfile.mkdtemp(prefix="bench-dns-")
+    path = os.path.join(tmp, "load.pcap")
+    try:
+        t0 = time.perf_counter()
+        write_capture(path, packets)
+        gen_s = time.perf_counter() - t0
+        ours_s, ours_rss, _ = _child([sys.executable, "-c", OURS, path])
+        row = {"name": f"dns: {packets:,} packets ({os.path.getsize(path) / 2**20:.0f} MiB pcap)",
+               "ours_s": round(ours_s, 2), "peer": "tshark -r FILE -Y dns", "peer_s": None,
+               "ours_rss_mb": round(ours_rss, 1), "peer_rss_mb": None,
+               "note": f"capture written in {gen_s:.1f} s"}
+        if shutil.which("tshark"):
+            peer_s, peer_rss, _ = _child(["tshark", "-r", path, "-Y", "dns"])
+            row.update(peer_s=round(peer_s, 2), peer_rss_mb=round(peer_rss, 1))
+            row["note"] += f"; ours/tshark time ratio {ours_s / peer_s:.2f}"
+        else:
+            row["note"] += "; tshark not installed: peer skipped (apt-get install tshark)"
+        return [row]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, REPO)
+    os.environ["PYTHONPATH"] = REPO + os.pathsep + os.environ.get("PYTHONPATH", "")
+    for r in run(quick="--quick" in sys.argv):
+        print(r)

@@ -1,0 +1,251 @@
+"""`fix` (plan → diff → confirm → apply → verify → undo) and `export-root`.
+
+Exit codes of `fix`: 0 plan shown / applied and verified / already applied / undone;
+1 applied but the verifying check still fails; 2 error (nothing or a journalled partial
+change); 3 refused: --apply without --yes and without a terminal; 4 refused: needs root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from .cli import EXIT_NO_VERDICT, build_options, default_lang
+from .errors import UsageError
+
+
+def _params(values: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for v in values:
+        k, eq, val = v.partition("=")
+        if not eq or not k:
+            raise UsageError(f"--param {v!r}: expected KEY=VALUE")
+        out[k.strip()] = val
+    return out
+
+
+def _context(root: str | None, bundle: str | None, demo_root: str | None, options):
+    """(FixContext, host factory for verification) for the chosen target."""
+    from fixes.context import FixContext
+
+    given = [x for x in (root, bundle, demo_root) if x]
+    if len(given) > 1 and not (bundle and demo_root and not root):
+        raise UsageError("choose one of --root, --bundle, --demo-root")
+    if root:
+        from .host import LiveHost
+        ctx = FixContext.for_root(root, options)
+        return ctx, (lambda: LiveHost(ctx.write_root))
+    if bundle or demo_root:
+        from .bundle import BundleData, BundleHost
+        if bundle and not demo_root:
+            raise UsageError("--bundle needs --demo-root DIR: the overlay the fix writes into")
+        os.makedirs(demo_root, exist_ok=True)
+        if bundle:
+            with open(bundle, "rb") as fh:
+                raw = fh.read()
+            factory = lambda: BundleHost(BundleData.load(raw), demo_root)  # noqa: E731
+        else:
+            from .demo import demo_bundle_data
+            factory = lambda: BundleHost(demo_bundle_data(), demo_root)  # noqa: E731
+        return FixContext.for_overlay(factory(), demo_root, options), factory
+    from .host import LiveHost
+    ctx = FixContext.for_root("/", options)
+    return ctx, (lambda: LiveHost("/"))
+
+
+def checks_for(recipe_id: str, default: str | None) -> list[str]:
+    """The installed checks that can point at a recipe: its own, and those the knowledge
+    base lists for entries whose fix is this recipe (so only those run before a fix)."""
+    from knowledge import load
+
+    from .registry import Registry
+    installed = set(Registry.discover(plugins=False).checks)
+    ids = {default} if default else set()
+    ids |= {c for e in load().entries.values() if e.fix == recipe_id for c in e.checks}
+    return sorted(i for i in ids if i in installed)
+
+
+def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, Any]]:
+    from .engine import RunConfig, run
+    from .registry import Registry
+    if only is not None and not only:
+        return []
+    report = run(factory(), options, Registry.discover(plugins=False),
+                 RunConfig(only=tuple(only or ())))
+    return [{"check": r.check_id, "status": f.status.value, "message": f.message,
+             "fix": f.fix.id, "params": dict(f.fix.params), "kb": list(f.kb)}
+            for r, f in report.findings() if f.fix is not None
+            and f.status.value in ("fail", "warn", "error")]
+
+
+@click.command("fix")
+@click.argument("recipe_id", required=False)
+@click.option("--root", type=click.Path(exists=True, file_okay=False),
+              help="Plan and apply inside this sysroot (ldconfig -r ROOT, no live commands).")
+@click.option("--bundle", type=click.Path(dir_okay=False, exists=True),
+              help="Plan against a bundle; writes go to --demo-root.")
+@click.option("--demo-root", type=click.Path(file_okay=False),
+              help="Overlay directory: plan against the demo (or --bundle) and write here.")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="Recipe parameter (e.g. hostname=api.example.com, block-size=128).")
+@click.option("--apply", "do_apply", is_flag=True, help="Apply the plan (asks first).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask (non-interactive use).")
+@click.option("--undo", "undo_id", is_flag=False, flag_value="latest", default=None,
+              metavar="[JOURNAL-ID]", help="Restore what a fix changed (the latest by default).")
+@click.option("--force", is_flag=True, help="With --undo: restore even files edited since.")
+@click.option("--journal", "show_journal", is_flag=True,
+              help="List the applied fixes (newest last) and exit.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
+def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, force,
+            show_journal, as_json, lang) -> None:
+    """Show the plan of a fix (dry run), apply it with --apply, undo with --undo.
+
+    Without RECIPE_ID: the fixable findings of a run on the chosen target.
+    """
+    from fixes import FixRegistry, plan_for
+    from fixes.apply import FixFailed, FixRefused, apply_plan, undo
+
+    lang = lang or default_lang()
+    out = (lambda d: click.echo(json.dumps(d, indent=2, ensure_ascii=False))) if as_json else None
+    if show_journal:
+        from fixes.journal import Journal, list_ids, state_dir
+        rows = []
+        for jid in list_ids():
+            d = Journal.load(jid).data
+            rows.append({"id": jid, "recipe": d.get("recipe"), "state": d.get("state"),
+                         "write_root": d.get("write_root"),
+                         "files": [t["path"] for t in d.get("targets", [])]})
+        if out:
+            out({"journal": rows, "dir": state_dir()})
+        else:
+            for r in rows:
+                click.echo(f"{r['id']}  {r['state']:<10} {r['write_root']}  "
+                           f"{', '.join(r['files'])}")
+            if not rows:
+                click.echo(f"no fix applied yet ({state_dir()})")
+        return
+    if undo_id is not None:
+        res = undo(None if undo_id == "latest" else undo_id, force=force)
+        if out:
+            out({"undo": res})
+        else:
+            click.echo(f"undid {res['journal']} ({res['recipe']}): restored "
+                       f"{', '.join(res['restored']) or 'nothing'}"
+                       + (f"; removed {', '.join(res['removed'])}" if res["removed"] else ""))
+        return
+    options = build_options({"lang": lang})
+    ctx, factory = _context(root, bundle, demo_root, options)
+    if not recipe_id:
+        rows = _fixable(factory, options)
+        if out:
+            out({"fixable": rows})
+        elif not rows:
+            click.echo("nothing to fix: no failing finding points at a recipe")
+        else:
+            shown = set()
+            for r in rows:
+                key = (r["check"], r["fix"])
+                if key in shown:  # one line per check and recipe: the plan covers them all
+                    continue
+                shown.add(key)
+                extra = " ".join(f"--param {k}={v}" for k, v in r["params"].items()
+                                 if isinstance(v, (str, int, float)))
+                click.echo(f"{r['status']:5} {r['check']}: {r['message']}\n"
+                           f"      ascend-doctor fix {r['fix']} {extra}".rstrip())
+        return
+    spec = FixRegistry.discover().get(recipe_id)
+    merged: dict[str, Any] = {}
+    verify = spec.check
+    for row in _fixable(factory, options, checks_for(recipe_id, spec.check)):
+        if row["fix"] == recipe_id:  # what the check knows, then the user's overrides
+            merged.update(row["params"])
+            verify = row["check"]
+            break
+    merged.update(_params(params))
+    plan = plan_for(ctx, recipe_id, merged, verify)
+    if not do_apply:
+        if out:
+            out({"plan": plan.to_dict(lang), "target": ctx.write_root, "applied": False})
+        else:
+            click.echo(plan.render(lang), nl=False)
+            if not plan.already_applied and not plan.manual_only:
+                click.echo("\n(dry run: nothing changed; add --apply to apply it)")
+        return
+    if not yes and not plan.already_applied and not plan.manual_only:
+        if not sys.stdin.isatty():
+            if not out:
+                click.echo(plan.render(lang), nl=False)
+            click.echo("ascend-doctor: refusing to apply without confirmation: no terminal to "
+                       "ask on; pass --yes to apply non-interactively", err=True)
+            sys.exit(3)
+        click.echo(plan.render(lang), nl=False)
+        if not click.confirm("Apply this plan?", default=False):
+            click.echo("not applied")
+            sys.exit(3)
+    try:
+        res = apply_plan(plan, ctx, factory)
+    except FixRefused as exc:
+        click.echo(f"ascend-doctor: {exc}", err=True)
+        sys.exit(exc.code)
+    except FixFailed as exc:
+        click.echo(f"ascend-doctor: {exc}", err=True)
+        sys.exit(EXIT_NO_VERDICT)
+    v = res.verification
+    if out:
+        out({"plan": plan.to_dict(lang), "target": ctx.write_root, "result": res.to_dict()})
+    else:
+        if res.status == "applied":
+            click.echo(plan.render(lang), nl=False)
+        click.echo({"applied": f"applied (journal {res.journal}; undo with "
+                               f"`ascend-doctor fix --undo {res.journal}`)",
+                    "already-applied": "already applied: nothing changed",
+                    "manual": "nothing to apply automatically: do the manual steps above"
+                    }[res.status] if res.status != "manual" else
+                   plan.render(lang) + "nothing to apply automatically: do the manual steps")
+        for c in res.commands:
+            if c.get("skipped"):
+                click.echo(f"  skipped {' '.join(c['argv'])}: {c['skipped']}")
+            else:
+                click.echo(f"  ran {' '.join(c['argv'])}: exit {c.get('rc')}"
+                           + (f" ({c['error']})" if c.get("error") else ""))
+        if v is not None:
+            if v.note:
+                click.echo(f"  verify: {v.note}")
+            else:
+                click.echo(f"  verify {v.check}: before {v.before}, after {v.after}")
+                for m in v.messages:
+                    click.echo(f"    {m}")
+    if res.status == "applied" and v is not None and v.ok is False:
+        sys.exit(1)
+
+
+@click.command("export-root")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--bundle", type=click.Path(dir_okay=False, exists=True),
+              help="Export this bundle instead of the demo scenario.")
+def export_root_cmd(directory: str, bundle: str | None) -> None:
+    """Write the demo scenario (or a bundle) as a sysroot directory, for `fix --root`."""
+    from fixes.export import export_root
+
+    from .bundle import BundleData
+    if bundle:
+        data = BundleData.load(bundle)
+    else:
+        from .demo import demo_bundle_data
+        data = demo_bundle_data()
+    if os.path.exists(directory) and os.listdir(directory):
+        raise UsageError(f"{directory} is not empty")
+    res = export_root(data, directory)
+    click.echo(f"wrote {res['files']} files, {res['dirs']} directories, {res['links']} links, "
+               f"{res['proc']} /proc files, {res['dist_infos']} dist-infos under {res['root']}",
+               err=True)
+    for s in res["skipped"]:
+        click.echo(f"  skipped {s}", err=True)
+
+
+COMMANDS = (fix_cmd, export_root_cmd)

@@ -1,0 +1,267 @@
+"""`explain`, `kb search|list|lint` and `triage`: the knowledge base on the command line.
+
+`triage` exit codes: 0 at least one entry matched, 1 nothing matched, 2 unreadable input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Iterable, Iterator
+
+import click
+
+from .cli import default_lang
+from .errors import DoctorError, UsageError
+
+VERSION_SOURCES = {"vllm_ascend": "vllm-ascend", "vllm": "vllm", "torch": "torch",
+                   "torch_npu": "torch-npu"}
+
+
+def host_versions(host, options) -> dict[str, str]:
+    """Stack versions found on a host (through its Packages fact); empty when unknown."""
+    from .facts import FactStore
+    from .probes.packages import Packages
+    from .registry import Registry
+    try:
+        pkgs = FactStore(host, options, Registry.discover(plugins=False)).get(Packages)
+    except Exception:  # any failure here only means "versions unknown"
+        return {}
+    return {k: v for k, name in VERSION_SOURCES.items() if (v := pkgs.version(name))}
+
+
+def _parse_versions(values: Iterable[str]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        k, eq, ver = v.partition("=")
+        if not eq:
+            raise UsageError(f"--version {v!r}: expected COMPONENT=VERSION (e.g. cann=8.0.RC1)")
+        out[k.strip().replace("-", "_")] = ver.strip()
+    return out
+
+
+def render_entry(e, lang: str, versions: dict[str, str] | None) -> str:
+    zh = lang == "zh"
+    L = (lambda en, z: z if zh else en)  # noqa: E731
+    out = [f"{e.id}  [{e.severity}]  {e.text('title', lang)}"]
+    meta = []
+    if e.aliases:
+        meta.append(L("aliases", "别名") + ": " + ", ".join(e.aliases))
+    if e.checks:
+        meta.append(L("raised by", "相关检查") + ": " + ", ".join(e.checks))
+    if meta:
+        out.append("  " + "   ".join(meta))
+    out += ["", "## " + L("Cause", "原因"), "  " + e.text("cause", lang), "",
+            "## " + L("Steps", "处理步骤")]
+    for i, s in enumerate(e.steps, 1):
+        out.append(f"  {i}. {s.get(lang) or s.get('en', '')}")
+        if s.get("cmd"):
+            out.append(f"       $ {s['cmd']}")
+    if e.fix:
+        out.append(f"  → " + L("automatic fix (dry run first)", "自动修复（先预览）")
+                   + f": ascend-doctor fix {e.fix}")
+    if e.advice:
+        out.append("")
+        if versions:
+            found = ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
+            held = e.advice_for(versions, lang)
+            out.append("## " + L(f"Advice for the versions found ({found})",
+                                 f"适用于本机版本的建议（{found}）"))
+            out += [f"  - {t}" for t in held] or ["  - " + L(
+                "none of the version-specific advice applies", "没有适用于这些版本的建议")]
+        else:
+            out.append("## " + L("Advice by version", "按版本的建议"))
+            out += [f"  - [{cond}] {t}" for cond, t in e.advice_table(lang)]
+    if e.applies_to:
+        out += ["", L("Applies to", "适用范围") + ": " + ", ".join(
+            f"{k} {v}" for k, v in e.applies_to.items())]
+        if versions and e.applies(versions) is False:
+            out.append("  " + L("(not the versions found on this host)", "（与本机版本不符）"))
+    if e.signatures:
+        out += ["", L("Log signatures", "日志特征") + ":"] + [f"  /{s}/" for s in e.signatures]
+    out += ["", L("Sources", "来源") + ": " + "; ".join(e.sources)]
+    return "\n".join(out) + "\n"
+
+
+def _versions_for(root, bundle, demo, given) -> dict[str, str] | None:
+    if not (root or bundle or demo) and not given:
+        return None
+    versions: dict[str, str] = {}
+    if root or bundle or demo:
+        from .cli import build_options, demo_host, open_host
+        host = demo_host() if demo else open_host(root, bundle)
+        versions = host_versions(host, build_options({}))
+    versions.update(given)
+    return versions
+
+
+@click.command("explain")
+@click.argument("ident")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
+              help="Language [default: from LANG/LC_ALL].")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--root", type=click.Path(exists=True, file_okay=False),
+              help="Pick the advice for the versions installed in this sysroot.")
+@click.option("--bundle", type=click.Path(dir_okay=False, exists=True),
+              help="Pick the advice for the versions in this bundle.")
+@click.option("--demo", is_flag=True, help="Pick the advice for the demo host's versions.")
+@click.option("--version", "given", multiple=True, metavar="COMPONENT=VERSION",
+              help="A version to decide advice on (cann=8.0.RC1, vllm_ascend=0.9.1).")
+def explain_cmd(ident: str, lang: str | None, as_json: bool, root, bundle, demo, given) -> None:
+    """Explain a knowledge-base entry: by id (ASC-LIB-003), alias (EZ9999, 207018) or the
+    id of a check (every entry it may raise)."""
+    from knowledge import load
+
+    lang = lang or default_lang()
+    kb = load()
+    found = kb.lookup(ident) or sorted((e for e in kb.entries.values() if ident in e.checks),
+                                       key=lambda e: e.id)  # a check id: what it may raise
+    if not found:
+        near = [e.id for e in kb.search(ident)][:5]
+        raise UsageError(f"no knowledge entry {ident!r}"
+                         + (f" (did you mean {', '.join(near)}?)" if near else
+                            "; try `ascend-doctor kb search WORDS`"))
+    versions = _versions_for(root, bundle, demo, _parse_versions(given))
+    if as_json:
+        docs = []
+        for e in found:
+            d = e.to_dict(lang)
+            if versions is not None:
+                d["versions"] = versions
+                d["advice_for_versions"] = e.advice_for(versions, lang)
+                d["applies_to_versions"] = e.applies(versions)
+            docs.append(d)
+        click.echo(json.dumps(docs[0] if len(docs) == 1 else {"matches": docs}, indent=2,
+                              ensure_ascii=False))
+        return
+    click.echo("\n".join(render_entry(e, lang, versions) for e in found), nl=False)
+
+
+@click.group("kb")
+def kb_group() -> None:
+    """Search and list the knowledge base."""
+
+
+@kb_group.command("search")
+@click.argument("words", nargs=-1, required=True)
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
+@click.option("--json", "as_json", is_flag=True)
+def kb_search(words: tuple[str, ...], lang: str | None, as_json: bool) -> None:
+    """Entries whose id, alias, title, cause or steps contain every word (exit 1: none)."""
+    from knowledge import load
+
+    lang = lang or default_lang()
+    hits = load().search(" ".join(words), lang)
+    if as_json:
+        click.echo(json.dumps([{"id": e.id, "title": e.text("title", lang),
+                                "aliases": list(e.aliases)} for e in hits],
+                              indent=2, ensure_ascii=False))
+    else:
+        for e in hits:
+            click.echo(f"{e.id:<12} {e.text('title', lang)}")
+        if not hits:
+            click.echo("no entry matches", err=True)
+    sys.exit(0 if hits else 1)
+
+
+@kb_group.command("list")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
+@click.option("--domain", default=None, help="Only this domain (file name without .toml).")
+@click.option("--json", "as_json", is_flag=True)
+def kb_list(lang: str | None, domain: str | None, as_json: bool) -> None:
+    """Every entry: id, domain, title."""
+    from knowledge import load
+
+    lang = lang or default_lang()
+    entries = sorted((e for e in load().entries.values() if not domain or e.domain == domain),
+                     key=lambda e: e.id)
+    if as_json:
+        click.echo(json.dumps([{"id": e.id, "domain": e.domain, "title": e.text("title", lang),
+                                "checks": list(e.checks), "fix": e.fix} for e in entries],
+                              indent=2, ensure_ascii=False))
+        return
+    for e in entries:
+        click.echo(f"{e.id:<12} {e.domain:<9} {e.text('title', lang)}")
+    click.echo(f"{len(entries)} entries", err=True)
+
+
+@kb_group.command("lint")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, exists=True))
+def kb_lint(files: tuple[str, ...]) -> None:
+    """Validate knowledge files (the shipped ones by default) against the schema."""
+    import os
+
+    from fixes import FixRegistry
+    from knowledge import data_files
+    from knowledge.schema import validate_file
+
+    from .registry import Registry
+    refs = {"check_ids": set(Registry.discover(plugins=False).checks),
+            "fix_ids": set(FixRegistry.discover().recipes)}
+    todo = ([(os.path.basename(f), open(f, "rb").read()) for f in files] if files else
+            [(n, r) for n, r in data_files() if n != "compat.toml"])
+    problems = [p for name, raw in todo for p in validate_file(name, raw, **refs)]
+    for p in problems:
+        click.echo(p)
+    click.echo(f"{len(todo)} files, {len(problems)} problems", err=True)
+    sys.exit(1 if problems else 0)
+
+
+def _lines(source: str) -> Iterator[str]:
+    if source == "-":
+        stream = click.get_text_stream("stdin", errors="replace")
+        yield from stream
+        return
+    try:
+        if source.endswith(".gz"):  # rotated logs
+            import gzip
+            fh = gzip.open(source, "rt", encoding="utf-8", errors="replace")
+        else:
+            fh = open(source, "r", encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise DoctorError(f"cannot read {source}: {exc.strerror or exc}") from None
+    with fh:
+        try:
+            yield from fh
+        except (OSError, EOFError) as exc:  # truncated or corrupt .gz
+            raise DoctorError(f"cannot read {source}: {exc}") from None
+
+
+@click.command("triage")
+@click.argument("source", default="-", metavar="[FILE|-]")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--limit", type=int, default=5, show_default=True, help="Entries to show.")
+def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int) -> None:
+    """Match a pasted traceback or a log (streamed) against known signatures.
+
+    Exit 0 when an entry matched, 1 when nothing did, 2 when the input cannot be read.
+    """
+    from knowledge import load
+
+    lang = lang or default_lang()
+    matches = load().match_lines(_lines(source))[:max(limit, 1)]
+    if as_json:
+        click.echo(json.dumps({"source": source, "matches": [
+            {"id": m.entry.id, "score": round(m.score, 3), "title": m.entry.text("title", lang),
+             "message": m.entry.render_message(m.groups, lang), "groups": dict(m.groups),
+             "lines": [{"line": n, "text": t} for n, t in m.lines],
+             "steps": m.entry.steps_for(lang), "fix": m.entry.fix} for m in matches]},
+            indent=2, ensure_ascii=False))
+    elif not matches:
+        click.echo("no known signature matched" if lang == "en" else "未匹配到已知的错误特征")
+    else:
+        for rank, m in enumerate(matches, 1):
+            click.echo(f"{rank}. {m.entry.id}  {m.entry.render_message(m.groups, lang)}"
+                       f"  (score {m.score:.2f})")
+            for n, t in m.lines:
+                click.echo(f"     line {n}: {t.strip()[:200]}")
+            for i, s in enumerate(m.entry.steps_for(lang), 1):
+                click.echo(f"     {i}) {s}")
+            if m.entry.fix:
+                click.echo(f"     fix: ascend-doctor fix {m.entry.fix}")
+            click.echo(f"     more: ascend-doctor explain {m.entry.id}")
+    sys.exit(0 if matches else 1)
+
+
+COMMANDS = (explain_cmd, kb_group, triage_cmd)

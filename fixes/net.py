@@ -1,0 +1,95 @@
+"""Load-client network fixes: pin the service name in /etc/hosts (dns.hosts-pin) and widen
+the ephemeral ports / recycle TIME_WAIT sooner (sysctl.tcp-ports)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from doctor.errors import UsageError
+
+from . import recipe
+from .context import FixContext
+from .plan import Command, Plan
+
+HOSTS = "/etc/hosts"
+SYSCTL_DROPIN = "/etc/sysctl.d/90-ascend-doctor-tcp.conf"
+# seed 000 §3.4: port range 1024-65535 and fin_timeout 30 on the jmeter load machines
+TCP_DEFAULTS = {"net.ipv4.ip_local_port_range": "1024 65535", "net.ipv4.tcp_tw_reuse": "1",
+                "net.ipv4.tcp_fin_timeout": "30"}
+_PROC = {"net.ipv4.ip_local_port_range": "/proc/sys/net/ipv4/ip_local_port_range",
+         "net.ipv4.tcp_tw_reuse": "/proc/sys/net/ipv4/tcp_tw_reuse",
+         "net.ipv4.tcp_fin_timeout": "/proc/sys/net/ipv4/tcp_fin_timeout"}
+
+
+def pin_hosts(text: str, hostname: str, address: str) -> str:
+    """/etc/hosts with ``hostname`` mapped to ``address`` only (other mappings of the name
+    removed, comments and other names kept); unchanged when already pinned."""
+    lines = text.splitlines(keepends=True)
+    out, pinned = [], False
+    for ln in lines:
+        body, hash_, comment = ln.rstrip("\n").partition("#")
+        fields = body.split()
+        if len(fields) >= 2 and hostname in fields[1:]:
+            if fields[0] == address and not pinned:
+                pinned = True
+                out.append(ln)
+                continue
+            rest = [f for f in fields[1:] if f != hostname]
+            if rest:
+                out.append(" ".join([fields[0], *rest]) + (f" #{comment}" if hash_ else "") + "\n")
+            continue
+        out.append(ln if ln.endswith("\n") else ln + "\n")
+    if not pinned:
+        out.append(f"{address}\t{hostname}\t# pinned by ascend-doctor (no DNS per request)\n")
+    return "".join(out)
+
+
+@recipe("dns.hosts-pin", title="Pin the service hostname in /etc/hosts", check="net.dns",
+        params=("hostname", "address"))
+def hosts_pin(ctx: FixContext, params: dict) -> Plan:
+    verify = params.pop("_verify", None) or "net.dns"
+    host, addr = params.get("hostname"), params.get("address")
+    if not host or not addr:
+        raise UsageError("dns.hosts-pin needs --param hostname=NAME --param address=IP")
+    try:
+        ipaddress.ip_address(str(addr))
+    except ValueError:
+        raise UsageError(f"dns.hosts-pin: {addr!r} is not an IP address") from None
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", str(host)):
+        raise UsageError(f"dns.hosts-pin: {host!r} is not a host name")
+    plan = Plan("dns.hosts-pin", "Pin the service hostname in /etc/hosts", params, verify=verify)
+    cur = (ctx.read(HOSTS) or b"127.0.0.1\tlocalhost\n").decode("utf-8", "replace")
+    plan.edits.append(ctx.edit(HOSTS, pin_hosts(cur, str(host), str(addr)),
+                               why=f"resolve {host} without a DNS query per request"))
+    plan.needs_root = [f"writing {HOSTS}"]
+    plan.notes.append("run this on the load clients (jmeter machines), not on the NPU host, "
+                      "unless they are the same")
+    return plan
+
+
+@recipe("sysctl.tcp-ports", title="Ephemeral port range and TIME_WAIT recycling (sysctl.d)",
+        check="net.tcp-ports", params=tuple(TCP_DEFAULTS))
+def tcp_ports(ctx: FixContext, params: dict) -> Plan:
+    verify = params.pop("_verify", None) or "net.tcp-ports"
+    values = dict(TCP_DEFAULTS)
+    for k, v in params.items():
+        key = k if k.startswith("net.") else f"net.ipv4.{k}"
+        if key in values:
+            values[key] = str(v)
+    plan = Plan("sysctl.tcp-ports", "Ephemeral port range and TIME_WAIT recycling (sysctl.d)",
+                values, verify=verify)
+    body = ("# load clients: enough ephemeral ports, TIME_WAIT reused and recycled sooner\n"
+            "# (written by `ascend-doctor fix sysctl.tcp-ports`)\n"
+            + "".join(f"{k} = {v}\n" for k, v in values.items()))
+    plan.edits.append(ctx.edit(SYSCTL_DROPIN, body, 0o644, "persistent across reboots"))
+    for k, path in _PROC.items():
+        raw = ctx.read(path)
+        if raw is not None:
+            plan.notes.append(f"{k} is now {' '.join(raw.decode().split())}, "
+                              f"will be {values[k]}")
+    plan.commands.append(Command(("sysctl", "--system"), "load the drop-in now",
+                                 sysroot_skip="a sysroot's kernel settings are not live; the "
+                                              "drop-in takes effect when it boots"))
+    plan.needs_root = [f"writing {SYSCTL_DROPIN}", "sysctl --system"]
+    return plan

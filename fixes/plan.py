@@ -1,0 +1,161 @@
+"""What a recipe proposes: file edits (shown as unified diffs), commands as argv, manual
+steps, and the risks (root, service restarts). Plain data: printed, journalled, applied."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FileEdit:
+    """Make ``path`` (a host path) hold ``after`` with permission bits ``mode``."""
+
+    path: str
+    before: bytes | None  # None: the file does not exist yet
+    after: bytes
+    before_mode: int | None
+    mode: int = 0o644
+    why: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after or self.before_mode != self.mode
+
+    @property
+    def mode_only(self) -> bool:
+        return self.before == self.after and self.before_mode != self.mode
+
+    def diff(self) -> str:
+        """A unified diff (``--- a/path``/``+++ b/path``), with a mode line when it changes."""
+        head = []
+        if self.before_mode != self.mode:
+            old = "new file" if self.before_mode is None else f"mode {self.before_mode:04o}"
+            head.append(f"# {self.path}: {old} -> mode {self.mode:04o}\n")
+        if self.before == self.after:
+            return "".join(head)
+        a = (self.before or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        b = self.after.decode("utf-8", "replace").splitlines(keepends=True)
+        lines = difflib.unified_diff(a, b, "/dev/null" if self.before is None else
+                                     f"a{self.path}", f"b{self.path}")
+        return "".join(head) + "".join(x if x.endswith("\n") else x + "\n\\ No newline at end "
+                                       "of file\n" for x in lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "exists": self.before is not None,
+                "before_mode": None if self.before_mode is None else f"{self.before_mode:04o}",
+                "mode": f"{self.mode:04o}", "changed": self.changed, "why": self.why,
+                "after_sha256": hashlib.sha256(self.after).hexdigest(), "diff": self.diff()}
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command run after the edits; in a sysroot ``sysroot_argv`` (``{root}`` filled) runs
+    instead, or it is skipped with ``sysroot_skip`` as the reason."""
+
+    argv: tuple[str, ...]
+    why: str = ""
+    sysroot_argv: tuple[str, ...] | None = None
+    sysroot_skip: str | None = None
+
+    def for_root(self, root: str) -> tuple[str, ...] | None:
+        if root == "/":
+            return self.argv
+        if self.sysroot_argv is None:
+            return None
+        return tuple(a.replace("{root}", root) for a in self.sysroot_argv)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"argv": list(self.argv), "why": self.why,
+                "sysroot_argv": list(self.sysroot_argv) if self.sysroot_argv else None,
+                "sysroot_skip": self.sysroot_skip}
+
+
+@dataclass(frozen=True)
+class Manual:
+    """A step the doctor will not do itself (package installs, reboots, kernel cmdline)."""
+
+    en: str
+    zh: str
+    cmd: str | None = None
+
+    def text(self, lang: str = "en") -> str:
+        t = self.zh if lang == "zh" else self.en
+        return f"{t} `{self.cmd}`" if self.cmd else t
+
+
+@dataclass
+class Plan:
+    recipe: str
+    title: str
+    params: dict[str, Any] = field(default_factory=dict)
+    edits: list[FileEdit] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)
+    manual: list[Manual] = field(default_factory=list)
+    needs_root: list[str] = field(default_factory=list)  # what needs it, in words
+    restarts: list[str] = field(default_factory=list)  # services restarted by the commands
+    verify: str | None = None  # check id re-run after applying
+    notes: list[str] = field(default_factory=list)
+    title_zh: str = ""
+
+    @property
+    def changes(self) -> list[FileEdit]:
+        return [e for e in self.edits if e.changed]
+
+    @property
+    def already_applied(self) -> bool:
+        """Nothing left to change on disk (commands run only with changes)."""
+        return bool(self.edits) and not self.changes
+
+    @property
+    def manual_only(self) -> bool:
+        return not self.edits and not self.commands
+
+    def diff(self) -> str:
+        return "".join(e.diff() for e in self.changes)
+
+    def to_dict(self, lang: str = "en") -> dict[str, Any]:
+        return {"recipe": self.recipe, "title": (self.title_zh or self.title) if lang == "zh"
+                else self.title, "params": self.params,
+                "edits": [e.to_dict() for e in self.edits],
+                "commands": [c.to_dict() for c in self.commands],
+                "manual": [{"text": m.text(lang), "cmd": m.cmd} for m in self.manual],
+                "needs_root": self.needs_root, "restarts": self.restarts,
+                "verify": self.verify, "notes": self.notes,
+                "already_applied": self.already_applied, "manual_only": self.manual_only}
+
+    def render(self, lang: str = "en") -> str:
+        zh = lang == "zh"
+        out = [f"{'修复计划' if zh else 'plan'} {self.recipe}: "
+               f"{(self.title_zh or self.title) if zh else self.title}"]
+        if self.params:
+            out.append("  params: " + ", ".join(f"{k}={v}" for k, v in self.params.items()))
+        if self.already_applied:
+            out.append("  " + ("已应用：没有需要修改的内容" if zh else
+                               "already applied: nothing to change"))
+        for e in self.changes:
+            what = ("mode change" if e.mode_only else "edit" if e.before is not None else
+                    "new file")
+            out.append(f"\n  [{what}] {e.path}" + (f" — {e.why}" if e.why else ""))
+            out.extend("    " + ln for ln in e.diff().rstrip("\n").splitlines())
+        if self.commands and not self.already_applied:
+            out.append("\n  " + ("随后执行的命令：" if zh else "then run:"))
+            for c in self.commands:
+                out.append("    $ " + " ".join(c.argv) + (f"   # {c.why}" if c.why else ""))
+                if c.sysroot_argv:
+                    out.append("      (sysroot: " + " ".join(c.sysroot_argv) + ")")
+                elif c.sysroot_skip:
+                    out.append(f"      (sysroot: skipped — {c.sysroot_skip})")
+        if self.manual:
+            out.append("\n  " + ("需手动执行：" if zh else "manual steps:"))
+            out.extend(f"    {i}. {m.text(lang)}" for i, m in enumerate(self.manual, 1))
+        risks = [f"needs root: {', '.join(self.needs_root)}"] if self.needs_root else []
+        risks += [f"restarts: {', '.join(self.restarts)}"] if self.restarts else []
+        if risks:
+            out.append("\n  " + ("风险：" if zh else "risk: ") + "; ".join(risks))
+        out.extend(f"  note: {n}" for n in self.notes)
+        if self.verify:
+            out.append(f"  {'验证检查' if zh else 'verified by check'}: {self.verify}")
+        return "\n".join(out) + "\n"

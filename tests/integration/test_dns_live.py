@@ -1,0 +1,137 @@
+"""Real DNS traffic on loopback: a tiny UDP responder, a client that resolves before each
+connection, captured live through Host.capture (root only)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from checks import dns as rules
+from doctor.host import LiveHost
+from doctor.model import Status
+from doctor.options import RunOptions
+from doctor.probes.dns import capture_filter, gather_dns_traffic
+
+NAME = "api.deepseek.example.com"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="live capture needs root")
+
+
+def responder(sock: socket.socket, stop: threading.Event, addr: str) -> None:
+    """Answer every A query with ``addr`` (a pure-Python authoritative stub)."""
+    sock.settimeout(0.1)
+    while not stop.is_set():
+        try:
+            data, peer = sock.recvfrom(512)
+        except socket.timeout:
+            continue
+        except OSError:
+            return  # closed at the end of the test
+        qid = data[:2]
+        qend = data.index(b"\0", 12) + 5
+        answer = (qid + b"\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00" + data[12:qend]
+                  + b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04" + socket.inet_aton(addr))
+        sock.sendto(answer, peer)
+
+
+def lookup(server: tuple[str, int], qid: int) -> str:
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(p)]) + p.encode() for p in NAME.split(".")) + b"\0\x00\x01\x00\x01"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(2)
+        s.sendto(q, server)
+        resp, _ = s.recvfrom(512)
+    return socket.inet_ntoa(resp[-4:])
+
+
+class DnsOnLoopback:
+    """A responder on port 53 of a private loopback address (other tests may hold
+    127.0.0.1:53), and a TCP service on the same address."""
+
+    def __init__(self, last: int) -> None:
+        self.ip = f"127.53.{os.getpid() % 250}.{last}"
+
+    def __enter__(self):
+        self.stop = threading.Event()
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.udp.bind((self.ip, 53))
+        except OSError as exc:
+            self.udp.close()
+            pytest.skip(f"{self.ip}:53 is taken ({exc})")
+        self.svc = socket.socket()
+        self.svc.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.svc.bind((self.ip, 0))
+        self.svc.listen(128)
+        self.port = self.svc.getsockname()[1]
+        self.t = threading.Thread(target=responder, args=(self.udp, self.stop, self.ip), daemon=True)
+        self.t.start()
+        self.acc = threading.Thread(target=self._accept, daemon=True)
+        self.acc.start()
+        self.cached = lookup((self.ip, 53), 9999)  # resolved once, before the capture
+        return self
+
+    def _accept(self):
+        self.svc.settimeout(0.1)
+        while not self.stop.is_set():
+            try:
+                c, _ = self.svc.accept()
+                c.close()
+            except OSError:
+                continue
+
+    def client_loop(self, n: int, per_request: bool) -> None:
+        addr = self.cached
+        for i in range(n):
+            if per_request:
+                addr = lookup((self.ip, 53), i)
+            with socket.create_connection((addr, self.port), timeout=2):
+                pass
+            time.sleep(0.01)
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.udp.close()
+        self.svc.close()
+
+
+@pytest.mark.parametrize("per_req", [True, False], ids=["per-request", "cached"])
+def test_live_loopback_capture(per_req):
+    host = LiveHost()
+    pytest.importorskip("scapy.all")  # imported before the window starts (slow import)
+    with DnsOnLoopback(1 if per_req else 2) as env:
+        box: dict = {}
+
+        def sniff():
+            try:
+                box["stream"] = host.capture("lo", capture_filter(env.port), 4.0)
+            except Exception as exc:  # reported below
+                box["error"] = exc
+
+        th = threading.Thread(target=sniff)
+        th.start()
+        time.sleep(1.5)  # let the capture start
+        env.client_loop(40, per_req)
+        th.join(30)
+    if "error" in box:
+        pytest.skip(f"no live capture possible here: {box['error']}")
+
+    class Once(LiveHost):
+        def capture(self, iface, bpf, seconds):
+            return box["stream"]
+
+    t = gather_dns_traffic(Once(), RunOptions(sniff_seconds=3.0, iface="lo",
+                                              service_url=f"http://{env.ip}:{env.port}"))
+    (c,) = [c for c in t.clients if any(x[0] == env.ip for x in c.targets)]
+    assert c.syns >= 40
+    (f,) = rules.per_request(t)
+    if per_req:
+        assert c.queries >= 40 and c.latency_ms["samples"] >= 40
+        assert f.status == Status.FAIL and f.fix.params["hostname"] == NAME
+    else:
+        assert f.status == Status.PASS

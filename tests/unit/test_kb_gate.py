@@ -1,0 +1,53 @@
+"""The triage pre-filter never drops a line its regex would match (property-based)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from knowledge import load
+from knowledge.gate import Gate, anchor
+
+SIGNATURES = sorted({p for e in load().entries.values() for p in e.signatures})
+TEXT = st.characters(min_codepoint=32, max_codepoint=126)
+
+
+@pytest.mark.parametrize("pattern", SIGNATURES)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_gate_keeps_every_line_a_signature_matches(pattern, data):
+    rx = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
+    match = data.draw(st.from_regex(rx, alphabet=TEXT))
+    line = data.draw(st.text(TEXT, max_size=20)) + match + data.draw(st.text(TEXT, max_size=20))
+    if "\n" in line or not rx.search(line):
+        return
+    gate = Gate([pattern])
+    assert gate.candidates(line) == [0], (anchor(pattern), line)
+
+
+def test_anchors_come_from_required_literals_only():
+    assert anchor("error code is (?P<code>207001|200000)").text == "code"
+    assert anchor("a|b").kind == "none"
+    assert anchor("(?:foo|bar)baz").kind == "none"          # 'baz' is a run edge: unsafe word
+    assert anchor("Tried to allocate").text == "to"  # the only word bounded on both sides
+    assert anchor("colou?r xyzzy").kind == "substring"        # 'u' optional breaks the run
+    assert anchor("EI0006") == anchor("ei0006")
+    gate = Gate(["EngineDeadError", "error code is 207018"])
+    assert gate.candidates("INFO nothing to see") == []
+    assert gate.candidates("raise EngineDeadError(") == [0]
+    assert gate.candidates("[ERROR] ... error code is 207018") == [1]
+
+
+@pytest.mark.parametrize("pattern,line", [
+    (r"code \x41BC end", "code ABC end"),
+    (r"(a)b \1 zz yy", "ab a zz yy"),
+    (r"caf\u00e9 open", "café open"),
+    (r"(?i)Foo bar baz", "FOO BAR BAZ"),
+    (r"x{2} word here", "xx word here"),
+])
+def test_gate_handles_escapes_and_quantifiers(pattern, line):
+    assert re.search(pattern, line, re.IGNORECASE)
+    assert Gate([pattern]).candidates(line) == [0]

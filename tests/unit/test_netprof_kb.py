@@ -1,0 +1,28 @@
+"""The NET and PROF knowledge entries: bilingual, pointing at real checks and fix recipes."""
+
+from __future__ import annotations
+
+import knowledge
+from doctor.registry import Registry
+
+FIXES = {"dns.hosts-pin", "sysctl.tcp-ports", None}
+
+
+def test_entries_are_bilingual_and_wired():
+    kb = knowledge.load()
+    reg = Registry.discover(plugins=False)
+    mine = [e for e in kb.entries.values() if e.id.startswith(("ASC-NET-", "ASC-PROF-"))]
+    assert {e.id for e in mine} >= {"ASC-NET-001", "ASC-NET-002", "ASC-NET-003", "ASC-NET-004",
+                                    "ASC-PROF-001", "ASC-PROF-002"}
+    for e in mine:
+        assert e.title["zh"] and e.cause["zh"] and all(s["zh"] for s in e.steps), e.id
+        assert e.checks and all(c in reg.checks for c in e.checks), e.id
+        assert e.fix in FIXES and e.sources
+    assert any("000_93c34712512482cd.txt" in s for s in kb.get("ASC-NET-001").sources)
+    assert any("72%" in s for s in kb.get("ASC-PROF-001").sources)
+
+
+def test_port_exhaustion_signature_triages():
+    kb = knowledge.load()
+    hits = kb.match_lines(["java.net.BindException: Cannot assign requested address"])
+    assert any(m.entry.id == "ASC-NET-004" for m in hits)
