@@ -220,5 +220,7 @@ def undo(journal_id: str, write_root: str, journal_dir: str | None = None) -> st
     restored = _strings(_field(out, "restored", default=()))
     removed = _strings(_field(out, "removed", default=()))
     if restored or removed:
-        return "restored " + ", ".join(restored + [f"removed {r}" for r in removed])
+        return "; ".join(([f"restored {', '.join(restored)}"] if restored else [])
+                         + ([f"removed {', '.join(removed)} (created by the fix)"]
+                            if removed else []))
     return str(_field(out, "message", "summary", default="") or f"restored {journal_id}")
