@@ -1,0 +1,1 @@
+"""Screens: the dashboard, a finding's detail, the fix modals, help and export."""

@@ -1,0 +1,93 @@
+"""A finding's detail: the message with its numbers, evidence, the KB entry, raw evidence."""
+
+from __future__ import annotations
+
+import json
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Markdown, Pretty, Static
+
+from ...model import Finding
+from ..state import CheckRow
+from ..widgets.render import status_piece
+
+HEADINGS = {"en": {"cause": "Cause", "steps": "Steps", "advice": "Notes", "sources": "Sources",
+                   "none": "No knowledge-base entry for this finding.", "fix": "Fix"},
+            "zh": {"cause": "原因", "steps": "处理步骤", "advice": "说明", "sources": "来源",
+                   "none": "该结果没有知识库条目。", "fix": "修复"}}
+
+
+def kb_markdown(finding: Finding, lang: str) -> str:
+    """The KB entries of a finding as Markdown: title, cause, numbered steps."""
+    from knowledge import load
+
+    kb = load()
+    h = HEADINGS[lang]
+    parts: list[str] = []
+    for kid in finding.kb:
+        e = kb.get(kid)
+        if e is None:
+            parts.append(f"### {kid}\n\n{h['none']}")
+            continue
+        steps = "\n".join(f"{i}. {s}" for i, s in enumerate(e.steps_for(lang), 1))
+        block = [f"### {e.id} · {e.text('title', lang)}", f"**{h['cause']}.** {e.text('cause', lang)}",
+                 f"**{h['steps']}**", steps or "—"]
+        notes = [a.get(lang) or a.get("en", "") for a in e.advice]
+        if notes:
+            block += [f"**{h['advice']}**", "\n".join(f"- {n}" for n in notes if n)]
+        if e.fix:
+            block.append(f"**{h['fix']}:** `{e.fix}` (f)")
+        if e.sources:
+            block.append(f"*{h['sources']}: " + "; ".join(e.sources) + "*")
+        parts.append("\n\n".join(block))
+    return "\n\n".join(parts) if parts else h["none"]
+
+
+class DetailScreen(Screen):
+    BINDING_GROUP_TITLE = "Finding"
+    BINDINGS = [
+        Binding("escape", "app.back", "Back", id="back", tooltip="Back to the dashboard"),
+        Binding("f", "app.fix", "Fix", id="detail-fix",
+                tooltip="Try to fix this finding automatically (plan first)"),
+    ]
+
+    def __init__(self, row: CheckRow, finding: Finding) -> None:
+        super().__init__(id="detail")
+        self.row, self.finding = row, finding
+
+    def compose(self) -> ComposeResult:
+        f, r = self.finding, self.row
+        yield Header(show_clock=False, icon="✚")
+        with VerticalScroll(id="detail-body"):
+            yield Static(Content.assemble(status_piece(f.status.value), " ",
+                                          status_piece(f.status.value, f.status.value.upper()),
+                                          " ", (r.id, "bold"), " — ", r.title), id="d-title")
+            meta = [("severity ", "$text-muted"), f.severity.value,
+                    ("   category ", "$text-muted"), (f.category or r.category).value]
+            if f.subject:
+                meta += [("   subject ", "$text-muted"), f.subject]
+            if f.fix:
+                meta += [("   fix ", "$text-muted"), (f.fix.id, "$accent"), " (f)"]
+            yield Static(Content.assemble(*meta), id="d-meta")
+            yield Static(Content(f.message), id="d-message")
+            yield Static(Content.assemble(("Knowledge base", "bold"),
+                                          ("  (l: 中文 / English)", "$text-muted")),
+                         classes="d-heading")
+            yield Markdown(kb_markdown(f, self.app.lang), id="d-kb")  # type: ignore[attr-defined]
+            yield Static(Content.assemble(("Evidence", "bold")), classes="d-heading")
+            yield Pretty(dict(f.evidence), id="d-evidence")
+            yield Static(Content.assemble(("Raw evidence (JSON)", "bold")), classes="d-heading")
+            yield Static(json.dumps(dict(f.evidence), indent=2, ensure_ascii=False, default=str),
+                         id="d-raw", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#detail-body").focus()
+
+    def refresh_lang(self) -> None:
+        self.query_one("#d-kb", Markdown).update(kb_markdown(self.finding,
+                                                             self.app.lang))  # type: ignore

@@ -1,0 +1,54 @@
+"""The right pane: the highlighted check's findings, worst first."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from ...model import Finding
+from ..state import CheckRow
+from .render import status_piece
+
+
+def finding_prompt(f: Finding) -> Content:
+    head = [status_piece(f.status.value), " ", status_piece(f.status.value,
+                                                            f.status.value.upper())]
+    if f.severity.value != "none":
+        head += [" · ", (f.severity.value, "italic")]
+    if f.subject:
+        head += [" · ", (f.subject, "bold")]
+    tail: list[tuple[str, str] | str] = []
+    if f.kb:
+        tail += [("  kb ", "$text-muted"), ", ".join(f.kb)]
+    if f.fix:
+        tail += [("  fix ", "$text-muted"), (f.fix.id, "$accent")]
+    lines = [Content.assemble(*head), Content("  " + f.message)]
+    if tail:
+        lines.append(Content.assemble(*tail))
+    return Content("\n").join(lines)
+
+
+class FindingsList(OptionList):
+    """One option per finding; enter opens its detail."""
+
+    def show_row(self, row: CheckRow | None) -> None:
+        self.clear_options()
+        if row is None:
+            self.border_title = "Findings"
+            return
+        self.border_title = f"{row.id} — {row.title}"
+        if row.result is None:
+            self.add_option(Option(Content.assemble(status_piece(row.state), " ",
+                                                    f"{row.state}…"), disabled=True))
+            return
+        self.add_options([Option(finding_prompt(f), id=f"f:{i}")
+                          for i, f in enumerate(row.findings)])
+        self.highlighted = 0
+
+    @property
+    def highlighted_index(self) -> int | None:
+        if self.highlighted is None or self.highlighted >= self.option_count:
+            return None
+        oid = self.get_option_at_index(self.highlighted).id or ""
+        return int(oid[2:]) if oid.startswith("f:") else None
