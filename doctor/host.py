@@ -254,6 +254,8 @@ class LiveHost(Host):
     # -- paths -------------------------------------------------------------------------
     def _resolve(self, path: str, follow: bool = True) -> str:
         """Map a host path to a real path, following symlinks inside the root."""
+        if "\0" in path:  # os.* would raise ValueError, which no caller expects
+            raise SourceError(path.replace("\0", "\\0"), "invalid path (embedded NUL byte)")
         path = norm(path)
         if not self.is_sysroot:
             return path
@@ -349,6 +351,8 @@ class LiveHost(Host):
 
     # -- commands ----------------------------------------------------------------------
     def which(self, name: str) -> str | None:
+        if "\0" in name:
+            return None
         if "/" in name:
             return name if self.exists(name) else None
         if not self.is_sysroot:
@@ -495,19 +499,25 @@ def _os_release(host: Host) -> str:
     return ""
 
 
+def _int_or(text: str, default: int) -> int:
+    """An ASCII decimal, else ``default`` ("²".isdigit() is true but int() refuses it)."""
+    t = text[1:] if text.startswith("-") else text
+    return int(text) if t.isascii() and t.isdigit() else default
+
+
 def proc_info_from_files(pid: int, cmdline: bytes, stat: bytes, status: bytes) -> ProcInfo:
     """Build a ProcInfo from raw /proc files (used by sysroots and bundles)."""
     text = stat.decode("utf-8", "replace")
     lpar, rpar = text.find("("), text.rfind(")")
     name = text[lpar + 1:rpar] if lpar >= 0 and rpar > lpar else ""
     rest = text[rpar + 2:].split() if rpar > 0 else []
-    ppid = int(rest[1]) if len(rest) > 1 and rest[1].lstrip("-").isdigit() else 0
+    ppid = _int_or(rest[1], 0) if len(rest) > 1 else 0
     uid = -1
     for line in status.decode("utf-8", "replace").splitlines():
         if line.startswith("Uid:"):
             fields = line.split()
-            if len(fields) > 1 and fields[1].isdigit():
-                uid = int(fields[1])
+            if len(fields) > 1:
+                uid = _int_or(fields[1], -1)
     argv = tuple(a.decode("utf-8", "replace") for a in cmdline.split(b"\0") if a)
     return ProcInfo(pid, ppid, name, argv, "root" if uid == 0 else (str(uid) if uid >= 0 else ""),
                     uid)
@@ -528,6 +538,8 @@ def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, s
         raise SourceError(shown_argv[0], "permission denied (not executable)") from None
     except OSError as exc:
         raise SourceError(shown_argv[0], f"cannot execute: {exc.strerror or exc}") from None
+    except ValueError as exc:  # an argument with a NUL byte
+        raise SourceError(shown_argv[0], f"cannot execute: {exc}") from None
     bufs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
     over = {"out": False, "err": False}
 
