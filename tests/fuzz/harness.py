@@ -20,13 +20,14 @@ Each parser adds its real samples under ``tests/fuzz/corpus/<name>/`` (any file 
 
 from __future__ import annotations
 
+import random
 import re
 import traceback
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from hypothesis import strategies as st
+from hypothesis import settings, strategies as st
 
 from doctor.errors import ParseError
 
@@ -79,6 +80,13 @@ def assert_total(parse: Callable[..., Any], data: Any, *args: Any,
                        f"(allowed: {names}) on input {shown}\n{tb}") from None
 
 
+def heavy(divisor: int = 10) -> settings:
+    """Settings for properties that build a sysroot or run the whole engine per example: a
+    tenth of the profile's count in the long mode (10 000), the full default count else."""
+    n = settings.default.max_examples
+    return settings(max_examples=max(n // divisor, min(n, 150)))
+
+
 # -- the corpus of real samples ------------------------------------------------------------
 @lru_cache(maxsize=None)
 def corpus(name: str) -> tuple[bytes, ...]:
@@ -100,107 +108,110 @@ INTERESTING = (b"", b"-1", b"0", b"4294967296", b"9" * 40, b"\x00", b"\xff\xfe",
                b"../../..", b"/", b"*", b"**", b"?", b"%s", b"\xe2\x80\xae")
 
 
-def _bitflip(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+# Mutators take a random.Random: one hypothesis draw (st.randoms) per example keeps the
+# per-example cost near the parser's own, so the long mode's 100 000 inputs fit a CI step.
+# The failing input is printed in full by assert_total, so shrinking is not needed to read it.
+def _bitflip(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
     if data:
-        i = draw(st.integers(0, len(data) - 1))
-        data[i] ^= 1 << draw(st.integers(0, 7))
+        data[r.randrange(len(data))] ^= 1 << r.randrange(8)
     return data
 
 
-def _byte(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+def _byte(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
     if data:
-        data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+        data[r.randrange(len(data))] = r.randrange(256)
     return data
 
 
-def _truncate(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
-    return data[:draw(st.integers(0, len(data)))]
+def _truncate(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+    return data[:r.randint(0, len(data))]
 
 
-def _cut_middle(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+def _cut_middle(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
     if len(data) < 2:
         return data
-    a = draw(st.integers(0, len(data) - 1))
-    b = draw(st.integers(a, min(len(data), a + 256)))
+    a = r.randrange(len(data))
+    b = r.randint(a, min(len(data), a + 256))
     return data[:a] + data[b:]
 
 
-def _splice(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
-    other = draw(st.sampled_from(corpus_))
-    a = draw(st.integers(0, len(data)))
-    b = draw(st.integers(0, len(other)))
-    return data[:a] + bytearray(other[b:])
+def _splice(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+    other = r.choice(corpus_)
+    return data[:r.randint(0, len(data))] + bytearray(other[r.randint(0, len(other)):])
 
 
-def _insert(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
-    at = draw(st.integers(0, len(data)))
-    piece = draw(st.one_of(st.sampled_from(INTERESTING), st.binary(max_size=16)))
+def _insert(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+    at = r.randint(0, len(data))
+    piece = r.choice(INTERESTING) if r.random() < 0.7 else r.randbytes(r.randint(1, 16))
     return data[:at] + bytearray(piece) + data[at:]
 
 
-def _replace_token(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+_TOKEN = re.compile(rb"[^\s:=,\x00\[\]{}\"()]+")
+
+
+def _replace_token(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
     """Replace one whitespace/separator-delimited token by an interesting value."""
-    spans = [m.span() for m in re.finditer(rb"[^\s:=,\x00\[\]{}\"()]+", bytes(data))]
+    spans = [m.span() for _, m in zip(range(4000), _TOKEN.finditer(bytes(data)))]
     if not spans:
         return data
-    a, b = draw(st.sampled_from(spans[:2000]))
-    return data[:a] + bytearray(draw(st.sampled_from(INTERESTING))) + data[b:]
+    a, b = r.choice(spans)
+    return data[:a] + bytearray(r.choice(INTERESTING)) + data[b:]
 
 
 def _lines(data: bytearray) -> list[bytes]:
     return bytes(data).split(b"\n")
 
 
-def _dup_line(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+def _dup_line(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
     lines = _lines(data)
-    i = draw(st.integers(0, len(lines) - 1))
+    i = r.randrange(len(lines))
     lines.insert(i, lines[i])
     return bytearray(b"\n".join(lines))
 
 
-def _drop_line(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+def _drop_line(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
     lines = _lines(data)
     if len(lines) > 1:
-        del lines[draw(st.integers(0, len(lines) - 1))]
+        del lines[r.randrange(len(lines))]
     return bytearray(b"\n".join(lines))
 
 
-def _swap_lines(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+def _swap_lines(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
     lines = _lines(data)
     if len(lines) > 1:
-        i = draw(st.integers(0, len(lines) - 1))
-        j = draw(st.integers(0, len(lines) - 1))
+        i, j = r.randrange(len(lines)), r.randrange(len(lines))
         lines[i], lines[j] = lines[j], lines[i]
     return bytearray(b"\n".join(lines))
 
 
-def _nul_to_newline(draw, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
+def _nul_to_newline(r: random.Random, data: bytearray, corpus_: Sequence[bytes]) -> bytearray:
     return bytearray(data.replace(b"\0", b"\n") if b"\0" in data else data.replace(b"\n", b"\0"))
 
 
 MUTATORS = (_bitflip, _byte, _truncate, _cut_middle, _splice, _insert, _replace_token,
-            _dup_line, _drop_line, _swap_lines, _nul_to_newline)
+            _replace_token, _dup_line, _drop_line, _swap_lines, _nul_to_newline)
 
 
-def mutate(draw, sample: bytes, corpus_: Sequence[bytes], max_ops: int = 4) -> bytes:
+def mutate(r: random.Random, sample: bytes, corpus_: Sequence[bytes], max_ops: int = 4) -> bytes:
+    """1..max_ops mutations of ``sample`` (``r`` from ``st.randoms()`` or random.Random)."""
     data = bytearray(sample)
-    for _ in range(draw(st.integers(1, max_ops))):
-        data = draw(st.sampled_from(MUTATORS))(draw, data, corpus_)
+    for _ in range(r.randint(1, max_ops)):
+        data = r.choice(MUTATORS)(r, data, corpus_)
     return bytes(data)
 
 
+_RANDOMS = st.randoms(use_true_random=True, note_method_calls=False)
+
+
 def mutated(corpus_: Sequence[bytes], max_ops: int = 4) -> st.SearchStrategy[bytes]:
-    """Real samples with 1..max_ops mutations each (plus the unmutated samples)."""
+    """Real samples with 1..max_ops mutations each (one in 16 left unmutated)."""
     samples = tuple(corpus_)
 
-    @st.composite
-    def _strategy(draw) -> bytes:
-        sample = draw(st.sampled_from(samples))
-        if draw(st.integers(0, 15)) == 0:
-            return sample
-        return mutate(draw, sample, samples, max_ops)
+    def build(r: random.Random) -> bytes:
+        sample = r.choice(samples)
+        return sample if r.randrange(16) == 0 else mutate(r, sample, samples, max_ops)
 
-    return _strategy()
+    return _RANDOMS.map(build)
 
 
 def byte_inputs(corpus_: Sequence[bytes], max_ops: int = 4) -> st.SearchStrategy[bytes]:
@@ -216,9 +227,11 @@ def text_inputs(corpus_: Sequence[bytes], max_ops: int = 4) -> st.SearchStrategy
 
 
 # -- structural JSON mutations ---------------------------------------------------------------
-_JSON_ATOMS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=8),
-                        st.floats(allow_nan=True), st.just([]), st.just({}), st.just([1, "a"]),
-                        st.just({"a": None}))
+def _json_atom(r: random.Random) -> Any:
+    return r.choice((lambda: None, lambda: r.random() < 0.5, lambda: r.randint(-2**70, 2**70),
+                     lambda: r.choice(("", "x", "2.13.0", "0", "-1", "\u00b2", "blobs/x")),
+                     lambda: r.choice((float("nan"), float("inf"), 1.5)), list, dict,
+                     lambda: [1, "a"], lambda: {"a": None}))()
 
 
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -232,24 +245,24 @@ def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
     return out
 
 
-def json_mutate(draw, doc: Any, max_ops: int = 3) -> Any:
+def json_mutate(r: random.Random, doc: Any, max_ops: int = 3) -> Any:
     """Replace a node by a value of another type, or delete a key/item, 1..max_ops times."""
     import copy
 
     doc = copy.deepcopy(doc)
-    for _ in range(draw(st.integers(1, max_ops))):
-        path = draw(st.sampled_from(_paths(doc)))
+    for _ in range(r.randint(1, max_ops)):
+        path = r.choice(_paths(doc))
         if not path:
-            doc = draw(_JSON_ATOMS)
+            doc = _json_atom(r)
             continue
         parent = doc
         try:
             for p in path[:-1]:
                 parent = parent[p]
-            if draw(st.booleans()) and isinstance(parent, (dict, list)):
+            if r.random() < 0.5 and isinstance(parent, (dict, list)):
                 del parent[path[-1]]
             else:
-                parent[path[-1]] = draw(_JSON_ATOMS)
+                parent[path[-1]] = _json_atom(r)
         except (KeyError, IndexError, TypeError):
             continue
     return doc
@@ -258,9 +271,4 @@ def json_mutate(draw, doc: Any, max_ops: int = 3) -> Any:
 def json_mutated(docs: Sequence[Any], max_ops: int = 3) -> st.SearchStrategy[Any]:
     """Real JSON documents (parsed) with wrong types and missing keys."""
     samples = tuple(docs)
-
-    @st.composite
-    def _strategy(draw) -> Any:
-        return json_mutate(draw, draw(st.sampled_from(samples)), max_ops)
-
-    return _strategy()
+    return _RANDOMS.map(lambda r: json_mutate(r, r.choice(samples), max_ops))

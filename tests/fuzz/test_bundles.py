@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import random
 import tarfile
 
 from hypothesis import HealthCheck, example, given, settings, strategies as st
@@ -17,7 +18,7 @@ from doctor.engine import RunConfig, run
 from doctor.errors import BundleError
 from doctor.model import Report
 from doctor.registry import Registry
-from tests.fuzz.harness import assert_total, byte_inputs, json_mutate, mutate
+from tests.fuzz.harness import assert_total, byte_inputs, heavy, json_mutate, mutate
 
 DEMO = demo_bundle_bytes()
 DEMO_TAR = gzip.decompress(DEMO)
@@ -42,31 +43,34 @@ def pack(members: dict[str, bytes], compress: bool = True) -> bytes:
     return gzip.compress(raw.getvalue(), mtime=0) if compress else raw.getvalue()
 
 
-@st.composite
-def inner_mutations(draw) -> bytes:
+def _inner(r: random.Random) -> bytes:
     """The real tar, mutated below the gzip layer (reaches tar and JSON parsing)."""
-    return gzip.compress(mutate(draw, DEMO_TAR, [DEMO_TAR], max_ops=3), mtime=0)
+    return gzip.compress(mutate(r, DEMO_TAR, [DEMO_TAR], max_ops=3), mtime=0)
 
 
-@st.composite
-def json_mutations(draw) -> bytes:
+def _json_members(r: random.Random) -> bytes:
     """Real members with manifest.json or index.json of the wrong shape."""
     members = dict(MEMBERS)
-    which = draw(st.sampled_from(["manifest.json", "index.json", "both", "text"]))
+    which = r.choice(["manifest.json", "index.json", "both", "text"])
     if which in ("manifest.json", "both"):
-        members["manifest.json"] = json.dumps(json_mutate(draw, MANIFEST)).encode()
+        members["manifest.json"] = json.dumps(json_mutate(r, MANIFEST)).encode()
     if which in ("index.json", "both"):
-        members["index.json"] = json.dumps(json_mutate(draw, _small_index(draw))).encode()
+        members["index.json"] = json.dumps(json_mutate(r, _small_index(r))).encode()
     if which == "text":
-        name = draw(st.sampled_from(["manifest.json", "index.json"]))
-        members[name] = mutate(draw, members[name], [members[name]], max_ops=2)
-    return pack(members, compress=draw(st.booleans()))
+        name = r.choice(["manifest.json", "index.json"])
+        members[name] = mutate(r, members[name], [members[name]], max_ops=2)
+    return pack(members, compress=r.random() < 0.5)
 
 
-def _small_index(draw) -> dict:
+def _small_index(r: random.Random) -> dict:
     """A few kinds of the real index, so mutations land on its entries, not only its keys."""
-    kinds = draw(st.lists(st.sampled_from(sorted(INDEX)), min_size=1, max_size=4, unique=True))
+    kinds = r.sample(sorted(INDEX), r.randint(1, 4))
     return {k: INDEX[k] for k in kinds}
+
+
+_R = st.randoms(use_true_random=True, note_method_calls=False)
+inner_mutations = lambda: _R.map(_inner)  # noqa: E731
+json_mutations = lambda: _R.map(_json_members)  # noqa: E731
 
 
 BUNDLE_BYTES = st.one_of(byte_inputs([DEMO], max_ops=3), inner_mutations(), json_mutations(),
@@ -94,8 +98,8 @@ def test_bundle_load_names_the_file(tmp_path):
 _REGISTRY = Registry.discover(plugins=False)
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(st.builds(lambda m: m, json_mutations()))
+@settings(heavy(), suppress_health_check=[HealthCheck.too_slow])
+@given(json_mutations())
 @example(pack({**MEMBERS, "index.json": json.dumps({**INDEX, "info": {"": ["x"]}}).encode()}))
 def test_loaded_bundles_always_give_a_report(raw):
     try:

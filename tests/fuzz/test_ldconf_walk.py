@@ -13,7 +13,7 @@ from hypothesis import example, given, strategies as st
 
 from doctor.host import LiveHost
 from doctor.probes.ldconf import LdSoConf, walk_ldconf
-from tests.fuzz.harness import assert_total, corpus, mutated
+from tests.fuzz.harness import assert_total, corpus, heavy, mutated
 
 FILES = ("/etc/ld.so.conf", "/etc/ld.so.conf.d/a.conf", "/etc/ld.so.conf.d/b.conf",
          "/etc/ascend/c.conf")
@@ -55,6 +55,7 @@ def _build(root: str, top: bytes, files: dict) -> None:
         os.makedirs(os.path.join(root, "etc/ld.so.conf.d/d.conf"), exist_ok=True)
 
 
+@heavy()
 @given(_conf, _tree)
 @example(b"include /etc/ld.so.conf.d/*.conf\n", {"/etc/ld.so.conf.d/a.conf": b"include bad\0x\n",
                                                  "links": True, "dir_as_conf": True})
