@@ -577,24 +577,65 @@ def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, s
 
 
 def http_get(url: str, timeout: float, headers: Mapping[str, str], cap: int) -> HttpResponse:
-    """One bounded GET with http.client: no redirects followed, no retries, no proxies."""
+    """One bounded GET with http.client: no redirects followed, no retries, no proxies.
+
+    ``timeout`` bounds the whole exchange, not each socket read: a server that trickles a
+    byte a second is cut off at the deadline (a watchdog shuts the socket down) and named.
+    """
     import http.client
     from urllib.parse import urlsplit
 
     start = time.monotonic()
     parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return HttpResponse(url, None, error=f"unsupported URL {url!r} (bad port)")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return HttpResponse(url, None, error=f"unsupported URL {url!r}")
     conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
+    conn = conn_cls(parts.hostname, port, timeout=timeout)
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
+    expired = threading.Event()
+    held: list[socket.socket] = []  # http.client drops conn.sock once a response will close
+
+    def cut_off() -> None:
+        expired.set()
+        for sock in held:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    # a little after the per-read timeout, so a silent server is named by that one first
+    watchdog = threading.Timer(timeout + min(0.25, timeout / 4), cut_off)
+    watchdog.daemon = True
+    watchdog.start()
+
+    def late(got: int) -> HttpResponse:
+        return HttpResponse(url, None, error=f"no complete answer within {timeout:g} s "
+                            f"({got} bytes received)", duration_s=time.monotonic() - start)
+
     try:
+        conn.connect()
+        held.append(conn.sock)
+        if expired.is_set():
+            cut_off()
         conn.request("GET", path, headers={"User-Agent": "ascend-doctor", **headers})
         resp = conn.getresponse()
         body = resp.read(cap + 1)
+        if expired.is_set():
+            return late(len(body))
         truncated = len(body) > cap
+        declared = resp.getheader("content-length") or ""
+        if not truncated and declared.isascii() and declared.isdigit() and \
+                int(declared) > len(body):  # read(amt) returns a short body without raising
+            return HttpResponse(url, None, body=body,
+                                error=f"connection closed mid-body after {len(body)} bytes "
+                                      f"(of {int(declared)})",
+                                duration_s=time.monotonic() - start)
         return HttpResponse(url, resp.status, {k.lower(): v for k, v in resp.getheaders()},
                             body[:cap], None, time.monotonic() - start, truncated)
     except socket.timeout:
@@ -604,14 +645,21 @@ def http_get(url: str, timeout: float, headers: Mapping[str, str], cap: int) -> 
         return HttpResponse(url, None, error="connection refused (nothing listens there)",
                             duration_s=time.monotonic() - start)
     except http.client.IncompleteRead as exc:
+        if expired.is_set():
+            return late(len(exc.partial))
         return HttpResponse(url, None, body=bytes(exc.partial[:cap]),
                             error=f"connection closed mid-body after {len(exc.partial)} bytes",
                             duration_s=time.monotonic() - start)
     except (http.client.HTTPException, ValueError) as exc:
+        if expired.is_set():
+            return late(0)
         return HttpResponse(url, None, error=f"not an HTTP answer ({type(exc).__name__}: {exc})",
                             duration_s=time.monotonic() - start)
     except OSError as exc:
+        if expired.is_set():
+            return late(0)
         return HttpResponse(url, None, error=f"{exc.strerror or exc}",
                             duration_s=time.monotonic() - start)
     finally:
+        watchdog.cancel()
         conn.close()
