@@ -174,6 +174,19 @@ def _raise(entry: Mapping[str, Any]) -> None:
     raise SourceError(entry.get("source", ""), entry.get("reason", "unreadable"))
 
 
+def _redact_file(path: str, data: bytes) -> bytes:
+    """Redact a file's bytes; /proc environ and cmdline images (NUL-separated, which
+    redact_bytes leaves alone as binary) are redacted in their own format."""
+    parts = path.split("/")
+    if len(parts) == 4 and parts[1] == "proc" and parts[2].isdigit():
+        if parts[3] == "environ":
+            return redact_environ_blob(data)
+        if parts[3] == "cmdline":
+            return b"\0".join(a.encode() for a in redact_argv(
+                [x.decode("utf-8", "replace") for x in data.split(b"\0")]))
+    return redact_bytes(data)
+
+
 def _stat_entry(st: StatInfo) -> dict[str, Any]:
     return {"mode": st.mode, "uid": st.uid, "gid": st.gid, "size": st.size,
             "mtime": st.mtime, "link": st.link_target}
@@ -202,7 +215,7 @@ class RecordingHost(Host):
     def read_bytes(self, path, limit=DEFAULT_READ_LIMIT):
         p = norm(path)
         def enc(b: bytes):
-            return {"blob": self.data.blob(redact_bytes(b)), "limit": limit}
+            return {"blob": self.data.blob(_redact_file(p, b)), "limit": limit}
         value = self._record("read", p, lambda: self.inner.read_bytes(p, limit), enc)
         return value
 
