@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,16 +19,35 @@ def doctor_exe() -> str:
     return str(cand) if cand.exists() else "ascend-doctor"
 
 
+GNU_TIME = "/usr/bin/time"
+
+
 def measure_once(argv: list[str], env: dict | None = None, cwd: str | None = None
                  ) -> tuple[float, float, int]:
-    """(seconds, peak RSS in MiB, exit code) of one fresh run of argv."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env, cwd=cwd)
-    _, status, usage = os.wait4(proc.pid, 0)
-    dt = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return dt, usage.ru_maxrss / 1024.0, proc.returncode
+    """(seconds, peak RSS in MiB, exit code) of one fresh run of argv.
+
+    The peak comes from GNU time (``%M``) when installed: Linux charges a child, in its
+    ru_maxrss, with the resident size of the process it was forked or vfork'ed from until
+    it execs, so a Python parent (tens of MiB) would inflate every small command. Without
+    GNU time, os.wait4's figure is used and may include the bench's own size.
+    """
+    import tempfile
+
+    use_time = os.access(GNU_TIME, os.X_OK)
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as out:
+        cmd = [GNU_TIME, "-f", "%M", "-o", out.name, *argv] if use_time else argv
+        import subprocess
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=env, cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        dt = time.perf_counter() - t0
+        proc.returncode = rc = os.waitstatus_to_exitcode(status)
+        kib = float(usage.ru_maxrss)
+        if use_time:
+            lines = [ln for ln in out.read().split() if ln.isdigit()]
+            kib = float(lines[-1]) if lines else kib
+    return dt, kib / 1024.0, rc
 
 
 def measure(argv: list[str], repeat: int, env: dict | None = None, cwd: str | None = None,

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -19,6 +22,8 @@ def _load(name: str):
 
 def test_measure_once_reports_the_childs_own_peak_rss():
     common = _load("common")
+    if not os.access(common.GNU_TIME, os.X_OK):
+        pytest.skip("GNU time (Debian package `time`) is not installed")
     big = [sys.executable, "-c", "b = bytearray(80 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096])"]
     small = [sys.executable, "-c", "pass"]
     _, mb_big, rc = common.measure_once(big)
