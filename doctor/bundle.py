@@ -120,23 +120,32 @@ class BundleData:
                               ) from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise BundleError(f"{name}: bundle metadata is not valid JSON ({exc})") from None
-        if data.manifest.get("format") != FORMAT:
+        if not isinstance(data.manifest, dict) or data.manifest.get("format") != FORMAT:
             raise BundleError(f"{name} is not an ascend-doctor bundle (no manifest.json "
                               "with format=ascend-doctor-bundle)")
-        if int(data.manifest.get("format_version", 0)) > FORMAT_VERSION:
-            raise BundleError(f"{name} has bundle format {data.manifest.get('format_version')}; "
+        version = data.manifest.get("format_version", 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise BundleError(f"{name}: manifest.json format_version {version!r} is not a number")
+        if version > FORMAT_VERSION:
+            raise BundleError(f"{name} has bundle format {version}; "
                               f"this ascend-doctor reads up to {FORMAT_VERSION}")
         if not isinstance(data.index, dict):
             raise BundleError(f"{name}: index.json is not an object")
         for kind, table in data.index.items():
-            for entries in table.values():
+            if not isinstance(table, dict):
+                raise BundleError(f"{name}: index.json {kind!r} is not an object")
+            for key, entries in table.items():
+                if not isinstance(entries, list):
+                    raise BundleError(f"{name}: index.json {kind} {key!r} is not a list")
                 for e in entries:
                     if not isinstance(e, dict):
                         continue
                     for field in ("blob", "out", "err", "body"):
-                        ref = e.get(field)
-                        if isinstance(ref, str) and ref and ref not in data.blobs:
-                            raise BundleError(f"{name} is truncated: blob {ref[:12]}… "
+                        if field not in e or (field == "body" and e[field] in (None, "")):
+                            continue
+                        ref = e[field]
+                        if not isinstance(ref, str) or ref not in data.blobs:
+                            raise BundleError(f"{name} is truncated: blob {str(ref)[:12]}… "
                                               f"for a {kind} entry is missing")
         return data
 
@@ -170,6 +179,19 @@ def _raise(entry: Mapping[str, Any]) -> None:
     raise SourceError(entry.get("source", ""), entry.get("reason", "unreadable"))
 
 
+def _redact_file(path: str, data: bytes) -> bytes:
+    """Redact a file's bytes; /proc environ and cmdline images (NUL-separated, which
+    redact_bytes leaves alone as binary) are redacted in their own format."""
+    parts = path.split("/")
+    if len(parts) == 4 and parts[1] == "proc" and parts[2].isdigit():
+        if parts[3] == "environ":
+            return redact_environ_blob(data)
+        if parts[3] == "cmdline":
+            return b"\0".join(a.encode() for a in redact_argv(
+                [x.decode("utf-8", "replace") for x in data.split(b"\0")]))
+    return redact_bytes(data)
+
+
 def _stat_entry(st: StatInfo) -> dict[str, Any]:
     return {"mode": st.mode, "uid": st.uid, "gid": st.gid, "size": st.size,
             "mtime": st.mtime, "link": st.link_target}
@@ -198,7 +220,7 @@ class RecordingHost(Host):
     def read_bytes(self, path, limit=DEFAULT_READ_LIMIT):
         p = norm(path)
         def enc(b: bytes):
-            return {"blob": self.data.blob(redact_bytes(b)), "limit": limit}
+            return {"blob": self.data.blob(_redact_file(p, b)), "limit": limit}
         value = self._record("read", p, lambda: self.inner.read_bytes(p, limit), enc)
         return value
 
@@ -661,6 +683,49 @@ class BundleHost(Host):
 
     def sleep(self, seconds):
         return None
+
+
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def _guard_replay(cls: type) -> type:
+    """A bundle is untrusted input: an entry of the wrong shape (a mutated or hand-edited
+    index.json) becomes SourceError naming the question, never a stray exception."""
+    import functools
+
+    def wrap(name: str, fn):
+        @functools.wraps(fn)
+        def guarded(self, *args, **kwargs):
+            try:
+                return fn(self, *args, **kwargs)
+            except _MALFORMED as exc:
+                what = f"bundle answer to {name}({', '.join(repr(a) for a in args[:1])})"
+                raise SourceError(what, f"malformed entry ({type(exc).__name__}: {exc})"
+                                  ) from None
+        return guarded
+
+    for name in ("read_bytes", "listdir", "stat", "realpath", "glob", "run", "http_get",
+                 "processes", "proc_read", "connections", "environ"):
+        setattr(cls, name, wrap(name, cls.__dict__[name]))
+
+    def safe(name: str, fn, default):
+        @functools.wraps(fn)
+        def guarded(self, *args, **kwargs):  # called outside checks: a default, not an error
+            try:
+                return fn(self, *args, **kwargs)
+            except _MALFORMED:
+                return default()
+        return guarded
+
+    cls.info = safe("info", cls.__dict__["info"], lambda: HostInfo("", "", "", ""))
+    cls.monotonic = safe("monotonic", cls.__dict__["monotonic"], lambda: 0.0)
+    which = cls.__dict__["which"]
+    cls.which = lambda self, name: (lambda v: v if isinstance(v, str) else None)(
+        safe("which", which, lambda: None)(self, name))
+    return cls
+
+
+_guard_replay(BundleHost)
 
 
 # -----------------------------------------------------------------------------------------

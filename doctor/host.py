@@ -258,6 +258,8 @@ class LiveHost(Host):
     # -- paths -------------------------------------------------------------------------
     def _resolve(self, path: str, follow: bool = True) -> str:
         """Map a host path to a real path, following symlinks inside the root."""
+        if "\0" in path:  # os.* would raise ValueError, which no caller expects
+            raise SourceError(path.replace("\0", "\\0"), "invalid path (embedded NUL byte)")
         path = norm(path)
         if not self.is_sysroot:
             return path
@@ -353,6 +355,8 @@ class LiveHost(Host):
 
     # -- commands ----------------------------------------------------------------------
     def which(self, name: str) -> str | None:
+        if "\0" in name:
+            return None
         if "/" in name:
             return name if self.exists(name) else None
         if not self.is_sysroot:
@@ -539,19 +543,25 @@ def _os_release(host: Host) -> str:
     return ""
 
 
+def _int_or(text: str, default: int) -> int:
+    """An ASCII decimal, else ``default`` ("²".isdigit() is true but int() refuses it)."""
+    t = text[1:] if text.startswith("-") else text
+    return int(text) if t.isascii() and t.isdigit() else default
+
+
 def proc_info_from_files(pid: int, cmdline: bytes, stat: bytes, status: bytes) -> ProcInfo:
     """Build a ProcInfo from raw /proc files (used by sysroots and bundles)."""
     text = stat.decode("utf-8", "replace")
     lpar, rpar = text.find("("), text.rfind(")")
     name = text[lpar + 1:rpar] if lpar >= 0 and rpar > lpar else ""
     rest = text[rpar + 2:].split() if rpar > 0 else []
-    ppid = int(rest[1]) if len(rest) > 1 and rest[1].lstrip("-").isdigit() else 0
+    ppid = _int_or(rest[1], 0) if len(rest) > 1 else 0
     uid = -1
     for line in status.decode("utf-8", "replace").splitlines():
         if line.startswith("Uid:"):
             fields = line.split()
-            if len(fields) > 1 and fields[1].isdigit():
-                uid = int(fields[1])
+            if len(fields) > 1:
+                uid = _int_or(fields[1], -1)
     argv = tuple(a.decode("utf-8", "replace") for a in cmdline.split(b"\0") if a)
     return ProcInfo(pid, ppid, name, argv, "root" if uid == 0 else (str(uid) if uid >= 0 else ""),
                     uid)
@@ -572,6 +582,8 @@ def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, s
         raise SourceError(shown_argv[0], "permission denied (not executable)") from None
     except OSError as exc:
         raise SourceError(shown_argv[0], f"cannot execute: {exc.strerror or exc}") from None
+    except ValueError as exc:  # an argument with a NUL byte
+        raise SourceError(shown_argv[0], f"cannot execute: {exc}") from None
     bufs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
     over = {"out": False, "err": False}
 
@@ -609,24 +621,65 @@ def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, s
 
 
 def http_get(url: str, timeout: float, headers: Mapping[str, str], cap: int) -> HttpResponse:
-    """One bounded GET with http.client: no redirects followed, no retries, no proxies."""
+    """One bounded GET with http.client: no redirects followed, no retries, no proxies.
+
+    ``timeout`` bounds the whole exchange, not each socket read: a server that trickles a
+    byte a second is cut off at the deadline (a watchdog shuts the socket down) and named.
+    """
     import http.client
     from urllib.parse import urlsplit
 
     start = time.monotonic()
     parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return HttpResponse(url, None, error=f"unsupported URL {url!r} (bad port)")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return HttpResponse(url, None, error=f"unsupported URL {url!r}")
     conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
+    conn = conn_cls(parts.hostname, port, timeout=timeout)
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
+    expired = threading.Event()
+    held: list[socket.socket] = []  # http.client drops conn.sock once a response will close
+
+    def cut_off() -> None:
+        expired.set()
+        for sock in held:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    # a little after the per-read timeout, so a silent server is named by that one first
+    watchdog = threading.Timer(timeout + min(0.25, timeout / 4), cut_off)
+    watchdog.daemon = True
+    watchdog.start()
+
+    def late(got: int) -> HttpResponse:
+        return HttpResponse(url, None, error=f"no complete answer within {timeout:g} s "
+                            f"({got} bytes received)", duration_s=time.monotonic() - start)
+
     try:
+        conn.connect()
+        held.append(conn.sock)
+        if expired.is_set():
+            cut_off()
         conn.request("GET", path, headers={"User-Agent": "ascend-doctor", **headers})
         resp = conn.getresponse()
         body = resp.read(cap + 1)
+        if expired.is_set():
+            return late(len(body))
         truncated = len(body) > cap
+        declared = resp.getheader("content-length") or ""
+        if not truncated and declared.isascii() and declared.isdigit() and \
+                int(declared) > len(body):  # read(amt) returns a short body without raising
+            return HttpResponse(url, None, body=body,
+                                error=f"connection closed mid-body after {len(body)} bytes "
+                                      f"(of {int(declared)})",
+                                duration_s=time.monotonic() - start)
         return HttpResponse(url, resp.status, {k.lower(): v for k, v in resp.getheaders()},
                             body[:cap], None, time.monotonic() - start, truncated)
     except socket.timeout:
@@ -636,14 +689,21 @@ def http_get(url: str, timeout: float, headers: Mapping[str, str], cap: int) -> 
         return HttpResponse(url, None, error="connection refused (nothing listens there)",
                             duration_s=time.monotonic() - start)
     except http.client.IncompleteRead as exc:
+        if expired.is_set():
+            return late(len(exc.partial))
         return HttpResponse(url, None, body=bytes(exc.partial[:cap]),
                             error=f"connection closed mid-body after {len(exc.partial)} bytes",
                             duration_s=time.monotonic() - start)
     except (http.client.HTTPException, ValueError) as exc:
+        if expired.is_set():
+            return late(0)
         return HttpResponse(url, None, error=f"not an HTTP answer ({type(exc).__name__}: {exc})",
                             duration_s=time.monotonic() - start)
     except OSError as exc:
+        if expired.is_set():
+            return late(0)
         return HttpResponse(url, None, error=f"{exc.strerror or exc}",
                             duration_s=time.monotonic() - start)
     finally:
+        watchdog.cancel()
         conn.close()

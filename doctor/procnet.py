@@ -13,13 +13,18 @@ _TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "F
 
 
 def _addr(hexaddr: str, v6: bool) -> tuple[str, int]:
+    """``0100007F:1F90`` -> ("127.0.0.1", 8080); ValueError on any other shape."""
     ip_hex, port_hex = hexaddr.split(":")
-    raw = bytes.fromhex(ip_hex)
-    if v6:
+    if len(ip_hex) != (32 if v6 else 8) or not 1 <= len(port_hex) <= 4:
+        raise ValueError(f"address {hexaddr!r} has the wrong length")
+    raw = bytes.fromhex(ip_hex)  # ValueError on non-hex
+    if v6:  # four host-order (little-endian) 32-bit words
         raw = b"".join(struct.pack("<I", w) for w in struct.unpack(">4I", raw))
         ip = socket.inet_ntop(socket.AF_INET6, raw)
     else:
-        ip = socket.inet_ntop(socket.AF_INET, struct.pack("<I", int(ip_hex, 16)))
+        ip = socket.inet_ntop(socket.AF_INET, raw[::-1])
+    if not all(c in "0123456789abcdefABCDEF" for c in port_hex):
+        raise ValueError(f"port {port_hex!r} is not hex")
     return ip, int(port_hex, 16)
 
 

@@ -24,7 +24,17 @@ _FLAG = re.compile(rf"(?i)(--{_SECRET_NAME})(=|\s+)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\
 # HTTP headers and bearer tokens anywhere in text.
 _HEADER = re.compile(r"(?im)^((?:proxy-)?authorization|cookie|set-cookie|x-api-key)(\s*:\s*)(.+)$")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})")
+# "name": "value" in JSON, and 'name': 'value' in Python reprs of dicts (headers, env).
 _JSON_FIELD = re.compile(rf"(?i)(\"{_SECRET_NAME}\"\s*:\s*)(\"[^\"]*\")")
+_REPR_FIELD = re.compile(rf"(?i)('{_SECRET_NAME}'\s*:\s*)('[^'\n]*'|\"[^\"\n]*\")")
+# Tokens recognisable by their own shape, wherever they stand (a bare `sk-…` in a log line,
+# an argv element after the flag was split off): OpenAI-style, Hugging Face, GitHub, Slack,
+# AWS access key ids, JWTs.
+_TOKEN = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
+                    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
+                    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})")
+# The password in URL userinfo: scheme://user:PASSWORD@host (pip index URLs, proxies).
+_URL_CRED = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)")
 
 
 def is_secret_name(name: str) -> bool:
@@ -45,6 +55,9 @@ def redact_text(text: str) -> str:
     text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _JSON_FIELD.sub(lambda m: f"{m.group(1)}\"{REDACTED}\"", text)
+    text = _REPR_FIELD.sub(lambda m: f"{m.group(1)}'{REDACTED}'", text)
+    text = _URL_CRED.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", text)
+    text = _TOKEN.sub(REDACTED, text)
     return text
 
 
@@ -87,6 +100,8 @@ def redact_environ_blob(data: bytes) -> bytes:
         name, sep, value = item.partition(b"=")
         if sep and is_secret_name(name.decode("utf-8", "replace")):
             parts.append(name + b"=" + REDACTED.encode())
+        elif sep:  # a harmless name may still hold one (PIP_INDEX_URL=https://u:pw@…)
+            parts.append(name + b"=" + redact_bytes(value))
         else:
             parts.append(item)
     return b"\0".join(parts)
@@ -99,6 +114,8 @@ def redact_obj(obj: Any) -> Any:
                     and isinstance(v, (str, int, float)) else redact_obj(v))
                 for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
+        if obj and all(isinstance(v, str) for v in obj):  # maybe an argv: --api-key, VALUE
+            return redact_argv(list(obj))
         return [redact_obj(v) for v in obj]
     if isinstance(obj, str):
         return redact_text(obj)

@@ -23,6 +23,16 @@ LANGS = ("en", "zh")
 DATA_FILES_EXCLUDED = {"compat.toml"}
 
 
+class KnowledgeError(ValueError):
+    """A knowledge file that cannot be used: not UTF-8, not TOML, or an entry of the wrong
+    shape. Names the file (and the entry when known); a ValueError for older callers."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name}: {reason}")
+        self.name = name
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class Entry:
     id: str
@@ -277,9 +287,69 @@ def data_files() -> list[tuple[str, bytes]]:
                   if p.name.endswith(".toml"))
 
 
+def _texts(value: Any, what: str) -> Mapping[str, str]:
+    if not isinstance(value, Mapping) or not value or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise TypeError(f"{what} must be a table of language = text")
+    return value
+
+
+def _strs(value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{what} must be a list of strings")
+    return tuple(value)
+
+
+def _checked(d: Any, domain: str) -> Entry:
+    """An entry whose fields have the types the reports and triage rely on."""
+    if not isinstance(d, Mapping):
+        raise TypeError("an [[entry]] must be a table")
+    if not isinstance(d.get("id"), str):
+        raise KeyError("id")
+    _texts(d["title"], "title")
+    _texts(d["cause"], "cause")
+    steps = d.get("steps", [])
+    if not isinstance(steps, list) or not all(isinstance(s, Mapping) and all(
+            isinstance(v, str) for v in s.values()) for s in steps):
+        raise TypeError("steps must be a list of tables of strings")
+    for key in ("signatures", "aliases", "checks", "sources"):
+        _strs(d.get(key, []), key)
+    for rx in d.get("signatures", []):
+        re.compile(rx)
+    if d.get("fix") is not None and not isinstance(d["fix"], str):
+        raise TypeError("fix must be a recipe id string")
+    if not isinstance(d.get("applies_to", {}), Mapping):
+        raise TypeError("applies_to must be a table")
+    advice = d.get("advice", [])
+    if not isinstance(advice, list) or not all(isinstance(a, Mapping) for a in advice):
+        raise TypeError("advice must be a list of tables")
+    if not isinstance(d.get("severity", "medium"), str):
+        raise TypeError("severity must be a string")
+    return _entry_from(d, domain)
+
+
 def parse_file(name: str, raw: bytes) -> list[Entry]:
-    doc = tomllib.loads(raw.decode("utf-8"))
-    return [_entry_from(d, name.removesuffix(".toml")) for d in doc.get("entry", [])]
+    """Entries of one knowledge file; KnowledgeError names the file and what is wrong."""
+    domain = name.removesuffix(".toml")
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise KnowledgeError(name, f"not UTF-8 (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise KnowledgeError(name, f"not valid TOML ({exc})") from None
+    entries = doc.get("entry", [])
+    if not isinstance(entries, list):
+        raise KnowledgeError(name, "`entry` must be an array of tables ([[entry]])")
+    out = []
+    for i, d in enumerate(entries, 1):
+        label = d.get("id") if isinstance(d, Mapping) and isinstance(d.get("id"), str) else f"#{i}"
+        try:
+            out.append(_checked(d, domain))
+        except KeyError as exc:
+            raise KnowledgeError(name, f"entry {label} lacks the field {exc.args[0]!r}") from None
+        except (TypeError, re.error) as exc:
+            raise KnowledgeError(name, f"entry {label}: {exc}") from None
+    return out
 
 
 @functools.lru_cache(maxsize=1)

@@ -81,8 +81,9 @@ def parse_packages_json(text: str, source: str) -> Packages:
                                       v.get("location", ""), tuple(v.get("files") or ()))
                 for k, v in doc["packages"].items()}
         return Packages(doc.get("python", ""), doc.get("executable", ""), source, pkgs)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ParseError(source, f"package listing is not the expected JSON ({exc})") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # wrong shapes too
+        raise ParseError(source, f"package listing is not the expected JSON "
+                                 f"({type(exc).__name__}: {exc})") from None
 
 
 def parse_metadata(text: str) -> Package:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..model import CheckResult, Finding, Report
-from ..redact import redact_obj
+from ..redact import redact_obj, redact_text
 
 SCHEMA_VERSION = "1.0"
 
@@ -16,8 +16,8 @@ def finding_dict(f: Finding, result: CheckResult) -> dict[str, Any]:
         "status": f.status.value,
         "severity": f.severity.value,
         "category": (f.category or result.category).value,
-        "subject": f.subject,
-        "message": f.message,
+        "subject": redact_text(f.subject) if isinstance(f.subject, str) else f.subject,
+        "message": redact_text(f.message),
         "evidence": redact_obj(dict(f.evidence)),
         "kb": list(f.kb),
         "fix": ({"id": f.fix.id, "params": redact_obj(dict(f.fix.params))} if f.fix else None),

@@ -125,3 +125,31 @@ def test_markdown_issue_body_has_collect_env_fields(cli):
                   "NPU:", "CANN:", "Model name:"):
         assert field in r.stdout, field
     assert "| fail | `versions.pins` |" in r.stdout
+
+
+HEAVY = ("textual", "scapy", "torch", "torch_npu", "vllm", "rich", "elftools", "psutil",
+         "prometheus_client", "jsonschema")
+
+
+def parse_importtime(stderr: str) -> dict[str, tuple[int, int]]:
+    """``-X importtime`` lines -> {module: (self µs, cumulative µs)}."""
+    import re
+
+    out = {}
+    for line in stderr.splitlines():
+        m = re.match(r"import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)\s*$", line)
+        if m:
+            out[m.group(4)] = (int(m.group(1)), int(m.group(2)))
+    return out
+
+
+def test_importtime_of_the_cli_holds_no_heavy_module():
+    """Every module `import doctor.cli` loads, as the interpreter itself reports them."""
+    r = subprocess.run([sys.executable, "-X", "importtime", "-c", "import doctor.cli"],
+                       capture_output=True, text=True, check=True)
+    mods = parse_importtime(r.stderr)
+    assert "doctor.cli" in mods and "click" in mods, "importtime output not understood"
+    heavy = sorted(m for m in mods if m.split(".")[0] in HEAVY)
+    assert heavy == [], f"`import doctor.cli` loads {heavy}"
+    total_ms = mods["doctor.cli"][1] / 1000
+    assert total_ms < 1000, f"import doctor.cli took {total_ms:.0f} ms"

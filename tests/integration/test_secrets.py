@@ -1,0 +1,229 @@
+"""Secrets planted in a real process (environment and argv), in HTTP headers and bodies and
+in a log file never appear in any report format nor inside a collected bundle.
+
+The built-in checks on this branch read little of the service, so a test-only "nosy" check
+(registered in its own Registry) copies everything it can reach — the service's environ,
+cmdline, process list, HTTP headers and bodies, log lines — into its message and evidence:
+the worst a future check could do. The reports and the bundle must still hold no secret.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from doctor.bundle import BundleData, RecordingHost
+from doctor.engine import RunConfig, run
+from doctor.host import Host, LiveHost
+from doctor.model import Category, Finding
+from doctor.options import RunOptions
+from doctor.probes.procs import ServiceEnv, ServiceProcesses
+from doctor.registry import Registry, check
+
+SECRETS = {
+    "HF_TOKEN": "hf_PlantedHuggingFaceToken0042",
+    "OPENAI_API_KEY": "sk-planted-openai-key-0000000000000042",
+    "api_key_flag": "sk-planted-cli-flag-key-1111111111111",
+    "bearer": "planted-bearer-token-2222222222",
+    "cookie": "session=planted-cookie-3333333333",
+    "pip_password": "planted-pip-pw-4444",
+    "log_bare": "sk-planted-bare-log-token-5555555555",
+    "doctor_key": "sk-planted-doctor-api-key-6666666666",
+}
+
+SERVER = r'''
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        auth = self.headers.get("Authorization", "")
+        body = json.dumps({"path": self.path, "echo_authorization": auth,
+                           "data": [{"id": "Qwen2.5-7B"}]}).encode()
+        if self.path == "/raw":
+            body = b"Authorization: " + auth.encode() + b"\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Set-Cookie", "%(cookie)s; HttpOnly")
+        self.send_header("X-Echo-Authorization", auth)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+
+srv = HTTPServer(("127.0.0.1", 0), H)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+'''
+
+
+@pytest.fixture(scope="module")
+def vllm_like(tmp_path_factory):
+    """A real process whose cmdline reads like the vLLM OpenAI server and that serves HTTP."""
+    tmp = tmp_path_factory.mktemp("svc")
+    script = tmp / "vllm" / "entrypoints" / "openai" / "api_server.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(SERVER % SECRETS)
+    env = {"PATH": "/usr/bin:/bin", "HF_TOKEN": SECRETS["HF_TOKEN"],
+           "OPENAI_API_KEY": SECRETS["OPENAI_API_KEY"],
+           "PIP_INDEX_URL": f"https://ci:{SECRETS['pip_password']}@mirror.example/simple",
+           "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3"}
+    proc = subprocess.Popen([sys.executable, str(script), "--model", "Qwen2.5-7B",
+                             "--api-key", SECRETS["api_key_flag"], "--block-size", "128"],
+                            env=env, stdout=subprocess.PIPE, text=True)
+    port = int(proc.stdout.readline())
+    log = tmp / "vllm.log"
+    log.write_text(
+        "INFO 01-02 10:00:00 api_server.py:1] vLLM API server version 0.23.0\n"
+        f"INFO 01-02 10:00:00 api_server.py:2] args: Namespace(api_key='{SECRETS['api_key_flag']}')\n"
+        f"DEBUG 01-02 10:00:01 hub.py:3] HF_TOKEN={SECRETS['HF_TOKEN']} login ok\n"
+        f"DEBUG 01-02 10:00:02 client.py:4] headers: Authorization: Bearer {SECRETS['bearer']}\n"
+        f"WARNING 01-02 10:00:03 client.py:5] retrying with key {SECRETS['log_bare']}\n"
+        "ERROR 01-02 10:00:04 worker.py:6] ImportError: libascendcl.so: cannot open shared object file\n")
+    yield {"pid": proc.pid, "url": f"http://127.0.0.1:{port}", "log": str(log), "tmp": tmp}
+    proc.kill()
+    proc.wait()
+
+
+def _assert_clean(where: str, text: str) -> None:
+    leaked = [name for name, value in SECRETS.items() if value in text]
+    assert not leaked, f"{where} leaks {leaked}"
+
+
+# -- the worst-case check -------------------------------------------------------------------
+@check("secrets.nosy", title="copies everything it can read into its finding",
+       category=Category.SERVICE)
+def nosy(host: Host, options: RunOptions, procs: ServiceProcesses, env: ServiceEnv):
+    server = procs.primary
+    assert server is not None, "the vLLM-like server was not discovered"
+    cmdline = host.proc_read(server.pid, "cmdline").split(b"\0")
+    headers = {"Authorization": f"Bearer {SECRETS['bearer']}"}
+    models = host.http_get(options.service_url + "/v1/models", headers=headers)
+    raw = host.http_get(options.service_url + "/raw", headers=headers)
+    logs = [host.read_text(p) for p in options.logs]
+    yield Finding.warn(
+        f"server {server.pid} argv {' '.join(server.proc.cmdline)}; env {env.env}; "
+        f"headers {models.headers}; body {models.text}; raw {raw.text}; log {logs[0]}",
+        evidence={"cmdline": list(server.proc.cmdline),
+                  "cmdline_raw": [c.decode() for c in cmdline],
+                  "env": dict(env.env), "environ_text": json.dumps(env.env),
+                  "http_headers": dict(models.headers), "http_body": models.text,
+                  "raw": raw.text, "log": logs, "api_key": options.api_key})
+
+
+@check("secrets.reader", title="reads /proc/<pid>/environ as a file", category=Category.SERVICE)
+def reader(host: Host, procs: ServiceProcesses):
+    data = host.read_bytes(f"/proc/{procs.primary.pid}/environ")
+    yield Finding.info(f"{len(data)} bytes", evidence={"n": len(data)})
+
+
+def _registry() -> Registry:
+    reg = Registry.discover(plugins=False)
+    reg.add_check(nosy.__ascend_doctor_check__)
+    reg.add_check(reader.__ascend_doctor_check__)
+    return reg
+
+
+def _options(svc) -> RunOptions:
+    return RunOptions(service_url=svc["url"], service_url_given=True, pid=svc["pid"],
+                      api_key=SECRETS["doctor_key"], logs=(svc["log"],))
+
+
+def test_nosy_check_sees_the_secrets_raw(vllm_like):
+    """Guard: the planted secrets really reach the check (else the test proves nothing)."""
+    seen = {}
+
+    @check("secrets.probe", title="t", category=Category.SERVICE)
+    def probe(host: Host, options: RunOptions, env: ServiceEnv, procs: ServiceProcesses):
+        r = host.http_get(options.service_url + "/raw",
+                          headers={"Authorization": f"Bearer {SECRETS['bearer']}"})
+        seen.update(env=env.env, argv=procs.primary.proc.cmdline, raw=r.text,
+                    cookie=r.headers.get("set-cookie", ""))
+        yield Finding.passed("ok")
+
+    reg = Registry.discover(plugins=False)
+    reg.add_check(probe.__ascend_doctor_check__)
+    run(LiveHost("/"), _options(vllm_like), reg, RunConfig(only=("secrets.probe",)))
+    assert seen["env"]["HF_TOKEN"] == SECRETS["HF_TOKEN"]
+    assert SECRETS["api_key_flag"] in seen["argv"]
+    assert SECRETS["bearer"] in seen["raw"] and SECRETS["cookie"] in seen["cookie"]
+
+
+def test_reports_never_show_secrets(vllm_like, tmp_path):
+    from knowledge import load
+    from doctor.report import jsonreport, junit, markdown, text
+
+    report = run(LiveHost("/"), _options(vllm_like), _registry(), RunConfig(timeout=20))
+    nosy_result = next(r for r in report.results if r.check_id == "secrets.nosy")
+    assert nosy_result.status.value == "warn", nosy_result.findings[0].message
+    _assert_clean("JSON report", jsonreport.render(report, {}))
+    _assert_clean("Markdown report", markdown.render(report, load(), "en"))
+    _assert_clean("JUnit report", junit.render(report))
+    buf = io.StringIO()
+    text.render(report, buf, load(), "en", True)
+    _assert_clean("text report", buf.getvalue())
+
+
+def _bundle_members(raw: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(raw), mode="r:gz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+
+
+def test_bundle_never_holds_secrets(vllm_like, tmp_path):
+    rec = RecordingHost(LiveHost("/"))
+    options = _options(vllm_like)
+    report = run(rec, options, _registry(), RunConfig(timeout=20))
+    assert next(r for r in report.results if r.check_id == "secrets.nosy").status.value == "warn"
+    out = tmp_path / "b.tar.gz"
+    rec.finish("live", options.public()).write(str(out))
+    raw = out.read_bytes()
+    members = _bundle_members(raw)
+    assert any(k.startswith("blobs/") for k in members)
+    for name, data in members.items():
+        _assert_clean(f"bundle member {name}", data.decode("utf-8", "replace"))
+    # the replayed bundle must not resurrect them either
+    from doctor.bundle import BundleHost
+    replay = run(BundleHost(BundleData.load(raw)), options, _registry(), RunConfig(timeout=20))
+    from doctor.report import jsonreport
+    _assert_clean("report from the bundle", jsonreport.render(replay, {}))
+
+
+def test_cli_outputs_and_collected_bundle_hold_no_secrets(cli, vllm_like, tmp_path):
+    args = ["--service", vllm_like["url"], "--pid", str(vllm_like["pid"]),
+            "--log", vllm_like["log"], "--timeout", "20"]
+    env = {"VLLM_API_KEY": SECRETS["doctor_key"]}
+    for fmt in ("--json", "--markdown"):
+        r = cli("check", *args, fmt, env=env)
+        assert r.returncode in (0, 1), r.stderr
+        _assert_clean(f"check {fmt} stdout", r.stdout)
+        _assert_clean(f"check {fmt} stderr", r.stderr)
+    junit = tmp_path / "j.xml"
+    r = cli("check", *args, "--junit", str(junit), env=env)
+    _assert_clean("check text", r.stdout + r.stderr)
+    _assert_clean("junit file", junit.read_text())
+    b = tmp_path / "c.tar.gz"
+    r = cli("collect", *args, "-o", str(b), env=env)
+    assert r.returncode == 0, r.stderr
+    _assert_clean("collect stderr", r.stderr)
+    for name, data in _bundle_members(b.read_bytes()).items():
+        _assert_clean(f"bundle member {name}", data.decode("utf-8", "replace"))
+    r = cli("check", "--bundle", str(b), "--json")
+    _assert_clean("check --bundle", r.stdout)
+
+
+def test_tui_export_holds_no_secrets():
+    try:
+        from doctor.tui import export  # noqa: F401
+    except ImportError:
+        pytest.skip("the TUI has no export on this branch yet (doctor/tui/export); "
+                    "add it to the outputs checked above when it lands")
