@@ -45,10 +45,10 @@ def pin_hosts(text: str, hostname: str, address: str) -> str:
     return "".join(out)
 
 
-@recipe("dns.hosts-pin", title="Pin the service hostname in /etc/hosts", check="net.dns",
+@recipe("dns.hosts-pin", title="Pin the service hostname in /etc/hosts", check="dns.hosts-pin",
         params=("hostname", "address"))
 def hosts_pin(ctx: FixContext, params: dict) -> Plan:
-    verify = params.pop("_verify", None) or "net.dns"
+    verify = params.pop("_verify", None) or "dns.hosts-pin"
     host, addr = params.get("hostname"), params.get("address")
     if not host or not addr:
         raise UsageError("dns.hosts-pin needs --param hostname=NAME --param address=IP")

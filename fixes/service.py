@@ -103,9 +103,9 @@ def _service_cmdline(ctx: FixContext, params: dict) -> str | None:
 
 
 @recipe("service.env", title="Give the vLLM service the environment of set_env.sh",
-        check="libs.service-env", params=("unit", "toolkit", "arch", "cmdline"))
+        check="libacl.resolve", params=("unit", "toolkit", "arch", "cmdline"))
 def service_env(ctx: FixContext, params: dict) -> Plan:
-    verify = params.pop("_verify", None) or "libs.service-env"
+    verify = params.pop("_verify", None) or "libacl.resolve"
     plan = Plan("service.env", "Give the vLLM service the environment of set_env.sh", params,
                 verify=verify)
     env = set_env_vars(str(params.get("toolkit") or TOOLKIT), _arch(ctx, params))
@@ -170,10 +170,17 @@ def rewrite_flags(argv: list[str], flags: dict[str, str | None]) -> list[str]:
 
 
 @recipe("service.launch-flags", title="Correct the vLLM launch flags",
-        check="cfg.launch-flags", params=("flags", "unit", "cmdline"))
+        check="config.block-size", params=("flags", "set", "remove", "unit", "cmdline"))
 def launch_flags(ctx: FixContext, params: dict) -> Plan:
-    verify = params.pop("_verify", None) or "cfg.launch-flags"
+    verify = params.pop("_verify", None) or "config.block-size"
     flags = dict(params.get("flags") or {})
+    # what the config.* checks pass: {"pid": 4711, "set": [["--flag", "value"]], "remove": [...]}
+    for flag, value in params.pop("set", None) or ():
+        flags[flag] = value
+    for flag in params.pop("remove", None) or ():
+        flags[flag] = None
+    for key in ("pid", "pids", "unset"):
+        params.pop(key, None)
     for k in list(params):  # --param block-size=128 style: every other key is a flag
         if k not in ("unit", "cmdline", "flags"):
             flags["--" + k.lstrip("-").replace("_", "-")] = params.pop(k)

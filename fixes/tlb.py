@@ -24,9 +24,9 @@ def current_mode(text: str) -> str | None:
 
 
 @recipe("tlb.hugepages", title="Transparent hugepages / hugepage pool, persistent",
-        check="perf.tlb", params=("thp", "nr_hugepages"))
+        check="tlb.hugepages", params=("thp", "nr_hugepages"))
 def hugepages(ctx: FixContext, params: dict) -> Plan:
-    verify = params.pop("_verify", None) or "perf.tlb"
+    verify = params.pop("_verify", None) or "tlb.hugepages"
     mode = str(params.get("thp") or "always")
     if mode not in MODES:
         raise UsageError(f"tlb.hugepages: thp={mode!r} is not one of {', '.join(MODES)}")

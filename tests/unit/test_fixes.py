@@ -148,7 +148,8 @@ def test_service_env_dropin_for_a_systemd_unit(sysroot):
     res = apply_plan(plan, ctx, host_factory(sysroot.root))
     assert res.status == "applied"
     assert [c.get("skipped") for c in res.commands] == ["systemd of a sysroot is not running"] * 2
-    assert res.verification.note == "cannot verify: check libs.service-env is not installed"
+    # the verifying check runs; a sysroot without Python packages or a service can only skip
+    assert res.verification.check == "libacl.resolve" and res.verification.after == "skip"
     p = sysroot.path("/etc/systemd/system/vllm.service.d/ascend-env.conf")
     assert p.read_text() == body and p.stat().st_mode & 0o777 == 0o644
     undo()
@@ -177,6 +178,17 @@ def test_exec_start_parsing_and_flag_rewrite():
     assert rewrite_flags(["a", "--x", "1", "--y"], {"--x": None}) == ["a", "--y"]
 
 
+def test_launch_flags_take_the_config_checks_params(sysroot):
+    """config.* findings pass {"pid", "set": [[flag, value]], "remove": [flag]}."""
+    sysroot.write("/etc/systemd/system/vllm.service", UNIT)
+    plan, _ = plan_for("service.launch-flags", sysroot.root,
+                       {"pid": 4711, "set": [["--block-size", "128"]],
+                        "remove": ["--gpu-memory-utilization"]})
+    new = next(ln for ln in plan.diff().splitlines() if ln.startswith("+ExecStart="))
+    assert "--block-size 128" in new and "--gpu-memory-utilization" not in new
+    assert "--pid" not in new and "--set" not in new
+
+
 def test_launch_flags_rewrites_exec_start(sysroot):
     sysroot.write("/etc/systemd/system/vllm.service", UNIT, mode=0o640)
     before = snapshot(sysroot.root)
@@ -192,7 +204,8 @@ def test_launch_flags_rewrites_exec_start(sysroot):
     text = sysroot.path("/etc/systemd/system/vllm.service").read_text()
     assert "Restart=always" in text and "--block-size 128" in text
     assert sysroot.path("/etc/systemd/system/vllm.service").stat().st_mode & 0o777 == 0o640
-    assert res.verification.note.startswith("cannot verify: check cfg.launch-flags")
+    assert res.verification.check == "config.block-size"
+    assert res.verification.after == "skip"  # no running server in the sysroot to compare
     assert plan_for("service.launch-flags", sysroot.root, {"block-size": "128",
                     "max-num-batched-tokens": "8192",
                     "gpu-memory-utilization": "0.9"})[0].already_applied
