@@ -221,9 +221,21 @@ def test_cli_outputs_and_collected_bundle_hold_no_secrets(cli, vllm_like, tmp_pa
     _assert_clean("check --bundle", r.stdout)
 
 
-def test_tui_export_holds_no_secrets():
-    try:
-        from doctor.tui import export  # noqa: F401
-    except ImportError:
-        pytest.skip("the TUI has no export on this branch yet (doctor/tui/export); "
-                    "add it to the outputs checked above when it lands")
+def test_tui_export_holds_no_secrets(vllm_like, tmp_path):
+    """The TUI's `e` export (JSON, Markdown issue body, bundle of a live host)."""
+    from doctor.tui import export
+
+    options = _options(vllm_like)
+    report = run(LiveHost("/"), options, _registry(), RunConfig(timeout=20))
+    assert next(r for r in report.results if r.check_id == "secrets.nosy").status.value == "warn"
+    out = tmp_path / "export"
+    out.mkdir()
+    for path in (export.export_json(report, str(out), "en"),
+                 export.export_markdown(report, str(out), "en")):
+        _assert_clean(f"TUI export {path}", Path(path).read_text())
+    bundle = export.export_bundle(report, str(out), demo=False, bundle=None, root=None,
+                                  options=options, registry=_registry())
+    members = _bundle_members(Path(bundle).read_bytes())
+    assert any(k.startswith("blobs/") for k in members)
+    for name, data in members.items():
+        _assert_clean(f"TUI bundle member {name}", data.decode("utf-8", "replace"))
