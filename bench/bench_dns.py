@@ -82,16 +82,14 @@ def write_capture(path: str, packets: int) -> int:
 
 
 def _child(argv: list[str]) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS MB, exit status) of one child process."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
-    if p.returncode:
-        raise RuntimeError(f"{argv[0]} exited {p.returncode}: {err[-400:]}")
-    return wall, ru.ru_maxrss / 1024.0, p.returncode
+    """(wall seconds, peak RSS MB, exit status) of one child process (GNU time's %M)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import measure_once
+
+    wall, rss, rc = measure_once(argv)
+    if rc:
+        raise RuntimeError(f"{argv[0]} exited {rc}")
+    return wall, rss, rc
 
 
 OURS = ("import sys; from doctor.probes.dnsstats import analyse_capture;"

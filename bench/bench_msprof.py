@@ -52,13 +52,14 @@ PANDAS = "import sys, pandas; df = pandas.read_csv(sys.argv[1]); print(len(df))"
 
 
 def _child(argv: list[str]) -> tuple[float, float]:
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status):
-        raise RuntimeError(f"{argv[:3]} failed: {p.stderr.read().decode(errors='replace')[-400:]}")
-    return wall, ru.ru_maxrss / 1024.0
+    """(wall seconds, peak RSS MB) of one child process (GNU time's %M, see common.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import measure_once
+
+    wall, rss, rc = measure_once(argv)
+    if rc:
+        raise RuntimeError(f"{argv[:3]} exited {rc}")
+    return wall, rss
 
 
 def run(quick: bool = False) -> list[dict]:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Iterator
 
 from packaging.markers import default_environment
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from doctor.model import Category, Finding
-from doctor.probes.packages import WATCHED, Packages
+from doctor.probes.packages import WATCHED, Packages, requirements_of
 from doctor.registry import check
 
 # whose pins we hold to account: the serving stack, not every package on the host
@@ -32,41 +31,33 @@ def pins(pkgs: Packages) -> Iterator[Finding]:
     env = _marker_env(pkgs)
     found = {n: pkgs.version(n) for n in WATCHED if pkgs.version(n)}
     broken = 0
-    for owner_name in PINNED_BY:
-        owner = pkgs.get(owner_name)
-        if owner is None:
+    for owner, req in requirements_of(pkgs, PINNED_BY):
+        if req.marker is not None and not req.marker.evaluate(env):
             continue
-        for raw in owner.requires:
-            try:
-                req = Requirement(raw)
-            except InvalidRequirement:
-                continue
-            if req.marker is not None and not req.marker.evaluate(env):
-                continue
-            dep = pkgs.get(req.name)
-            if dep is None:
-                if canonicalize_name(req.name) in WATCHED:
-                    broken += 1
-                    yield Finding.fail(
-                        f"{owner.name} {owner.version} requires {req}; {req.name} is not installed",
-                        subject=f"{owner.name} {owner.version}",
-                        evidence={"requirement": str(req), "installed": None,
-                                  "versions": found}, kb="ASC-VER-001",
-                        fix="versions.pip-match",
-                        fix_params={"package": req.name, "requirement": str(req)})
-                continue
-            try:
-                ok = req.specifier.contains(Version(dep.version), prereleases=True)
-            except InvalidVersion:
-                ok = False
-            if not ok:
+        dep = pkgs.get(req.name)
+        if dep is None:
+            if canonicalize_name(req.name) in WATCHED:
                 broken += 1
                 yield Finding.fail(
-                    f"{owner.name} {owner.version} requires {req}; found {dep.version}",
+                    f"{owner.name} {owner.version} requires {req}; {req.name} is not installed",
                     subject=f"{owner.name} {owner.version}",
-                    evidence={"requirement": str(req), "installed": dep.version,
-                              "versions": found}, kb="ASC-VER-001", fix="versions.pip-match",
+                    evidence={"requirement": str(req), "installed": None,
+                              "versions": found}, kb="ASC-VER-001",
+                    fix="versions.pip-match",
                     fix_params={"package": req.name, "requirement": str(req)})
+            continue
+        try:
+            ok = req.specifier.contains(Version(dep.version), prereleases=True)
+        except InvalidVersion:
+            ok = False
+        if not ok:
+            broken += 1
+            yield Finding.fail(
+                f"{owner.name} {owner.version} requires {req}; found {dep.version}",
+                subject=f"{owner.name} {owner.version}",
+                evidence={"requirement": str(req), "installed": dep.version,
+                          "versions": found}, kb="ASC-VER-001", fix="versions.pip-match",
+                fix_params={"package": req.name, "requirement": str(req)})
     if not broken:
         yield Finding.passed(
             "every pin of " + ", ".join(f"{n} {v}" for n, v in found.items() if n in PINNED_BY)

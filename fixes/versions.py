@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import shlex
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
+
+from doctor.probes.packages import requirements_of
 
 from doctor.errors import DoctorError
 
@@ -24,24 +26,16 @@ def pins_from(pkgs) -> tuple[dict[str, str], list[str]]:
     conflicts between owners, in words."""
     pins: dict[str, tuple[str, str]] = {}
     conflicts = []
-    for owner_name in OWNERS:
-        owner = pkgs.get(owner_name)
-        if owner is None:
+    for owner, req in requirements_of(pkgs, OWNERS):
+        name = req.name.lower().replace("_", "-")
+        if name not in STACK or not str(req.specifier) or req.marker is not None:
             continue
-        for raw in owner.requires:
-            try:
-                req = Requirement(raw)
-            except InvalidRequirement:
-                continue
-            name = req.name.lower().replace("_", "-")
-            if name not in STACK or not str(req.specifier) or req.marker is not None:
-                continue
-            spec = f"{req.name}{req.specifier}"
-            if name in pins and pins[name][0] != spec:
-                conflicts.append(f"{owner.name} {owner.version} wants {spec}, "
-                                 f"{pins[name][1]} wants {pins[name][0]}")
-                continue
-            pins.setdefault(name, (spec, f"{owner.name} {owner.version}"))
+        spec = f"{req.name}{req.specifier}"
+        if name in pins and pins[name][0] != spec:
+            conflicts.append(f"{owner.name} {owner.version} wants {spec}, "
+                             f"{pins[name][1]} wants {pins[name][0]}")
+            continue
+        pins.setdefault(name, (spec, f"{owner.name} {owner.version}"))
     return {k: v[0] for k, v in pins.items()}, conflicts
 
 

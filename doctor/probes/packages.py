@@ -67,6 +67,22 @@ class Packages:
         return p.version if p else None
 
 
+def requirements_of(pkgs: "Packages", owners: "tuple[str, ...] | list[str]"):
+    """(owner Package, packaging Requirement) for each parseable Requires-Dist of the owners
+    that are installed, in owner order (malformed lines are skipped, as pip does)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for owner_name in owners:
+        owner = pkgs.get(owner_name)
+        if owner is None:
+            continue
+        for raw in owner.requires:
+            try:
+                yield owner, Requirement(raw)
+            except InvalidRequirement:
+                continue
+
+
 def canonical(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(".", "-")
 
