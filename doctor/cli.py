@@ -82,7 +82,10 @@ def build_options(kw: dict[str, Any]):
         iface=kw.get("iface"), profile_dir=kw.get("profile_dir"),
         block_audit=kw.get("block_audit"), logs=tuple(kw.get("logs") or ()),
         elf_paths=tuple(kw.get("elf_paths") or ()), sample_seconds=kw.get("sample_seconds", 3.0),
-        watch_seconds=kw.get("watch_seconds"), python=kw.get("python"),
+        watch_seconds=kw.get("watch_seconds"),
+        # a relative interpreter path (.venv/bin/python) means the one under the cwd
+        python=(os.path.abspath(kw["python"]) if kw.get("python") and "/" in kw["python"]
+                else kw.get("python")),
         lang=kw.get("lang") or default_lang())
 
 
