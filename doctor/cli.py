@@ -62,8 +62,9 @@ def input_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Sampling window for page-fault rates."),
         click.option("--watch", "watch_seconds", type=float, default=None, metavar="SECONDS",
                      help="Watch NPU memory while idle for SECONDS (leak trend)."),
-        click.option("--timeout", type=float, default=10.0, show_default=True,
-                     help="Per-check timeout in seconds."),
+        click.option("--timeout", type=float, default=None,
+                     help="Per-check timeout in seconds; given, it applies to every check, "
+                          "also those that declare their own [default: 10, or the check's]."),
         click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
                      help="Language of explanations [default: from LANG]."),
     ]
@@ -130,13 +131,15 @@ def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
         text.render(report, sys.stdout, kb, lang, verbose)
 
 
-def run_report(host, options, only, skip, timeout, context=None, progress: bool = False):
-    from .engine import RunConfig, run
+def run_report(host, options, only, skip, timeout: float | None, context=None,
+               progress: bool = False):
+    from .engine import DEFAULT_TIMEOUT, RunConfig, run
     from .registry import Registry
 
     registry = Registry.discover()
     registry.load_plugins()
-    config = RunConfig(tuple(only), tuple(skip), timeout, context=context)
+    config = RunConfig(tuple(only), tuple(skip), timeout or DEFAULT_TIMEOUT, context=context,
+                       override=bool(timeout))
     on_result = None
     if progress and sys.stderr.isatty():
         def on_result(r):  # progress goes to stderr, never into the report
@@ -191,7 +194,7 @@ def check_cmd(only=(), skip=(), as_json=False, junit=None, markdown=False, fail_
     """Run the checks and print a report."""
     host = open_host(kw.get("root"), kw.get("bundle"))
     options = build_options(kw)
-    report = run_report(host, options, _split(only), _split(skip), kw.get("timeout") or 10.0,
+    report = run_report(host, options, _split(only), _split(skip), kw.get("timeout"),
                         progress=not as_json)
     emit(report, as_json=as_json, junit=junit, markdown=markdown, lang=options.lang,
          verbose=verbose)
@@ -235,7 +238,7 @@ def collect_cmd(output: str, only=(), skip=(), **kw: Any) -> None:
     inner = open_host(kw.get("root"), None)
     rec = RecordingHost(inner)
     options = build_options(kw)
-    report = run_report(rec, options, _split(only), _split(skip), kw.get("timeout") or 10.0)
+    report = run_report(rec, options, _split(only), _split(skip), kw.get("timeout"))
     data = rec.finish(inner.kind, options.public())
     data.manifest["findings_at_collection"] = report.summary
     from .report.jsonreport import report_dict
@@ -284,7 +287,7 @@ def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, l
     if not (as_json or markdown or as_text) and sys.stdout.isatty() and sys.stdin.isatty():
         _launch_tui(demo=True, options=options)
         return
-    report = run_report(BundleHost(data), options, _split(only), _split(skip), 10.0,
+    report = run_report(BundleHost(data), options, _split(only), _split(skip), None,
                         context="demo")
     emit(report, as_json=as_json, junit=None, markdown=markdown, lang=options.lang)
 

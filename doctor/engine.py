@@ -1,7 +1,8 @@
 """Run the selected checks concurrently, each bounded in time, and build a Report.
 
 A check that raises becomes an ``error`` result, one that runs past its timeout too (its
-thread is abandoned: threads are daemons, the run never waits for them); a check whose
+thread is abandoned: threads are daemons, the run never waits for them; its cancel token is
+cancelled, which kills the commands it started, see doctor/cancel.py); a check whose
 source is missing becomes ``skip`` naming the source. Results are sorted by id.
 """
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from . import __version__
+from .cancel import Cancelled, CancelToken, bound
 from .errors import ParseError, SourceError, SourceMissing
 from .facts import FactFailed, FactStore
 from .host import Host
@@ -32,6 +34,13 @@ class RunConfig:
     timeout: float = DEFAULT_TIMEOUT
     jobs: int = 8
     context: str | None = None  # overrides host.kind in the report (e.g. "demo")
+    override: bool = False  # ``timeout`` was asked for (--timeout): it wins over a check's own
+
+    def limit_for(self, spec: CheckSpec) -> float:
+        """The check's time budget: its own unless the user named one for the run."""
+        if self.override or not spec.timeout:
+            return self.timeout
+        return spec.timeout
 
 
 def run_check(spec: CheckSpec, store: FactStore) -> tuple[Finding, ...]:
@@ -53,6 +62,8 @@ def run_check(spec: CheckSpec, store: FactStore) -> tuple[Finding, ...]:
     except SourceError as exc:
         return (Finding.error(f"cannot read {exc.source}: {exc.reason}",
                               evidence={"source": exc.source, "reason": exc.reason}),)
+    except Cancelled as exc:  # abandoned: the engine already reported the timeout
+        return (Finding.error(f"abandoned: {exc.reason}"),)
     except FactFailed as exc:
         return (Finding.error(f"could not gather {exc.fact}: {exc.reason}",
                               evidence={"fact": exc.fact, "reason": exc.reason,
@@ -75,6 +86,7 @@ class _Slot:
     def __init__(self, spec: CheckSpec) -> None:
         self.spec = spec
         self.started: float | None = None
+        self.token = CancelToken(spec.id)
         self.findings: tuple[Finding, ...] | None = None
         self.duration = 0.0
 
@@ -116,7 +128,8 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
             with done:
                 slot.started = time.monotonic()
                 done.notify_all()
-            findings = run_check(slot.spec, store)
+            with bound(slot.token):
+                findings = run_check(slot.spec, store)
             finish(slot, findings, time.monotonic() - slot.started)
 
     for slot in slots:
@@ -130,9 +143,11 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
             for slot in slots:
                 if slot.spec.id in results or slot.started is None:
                     continue
-                limit = slot.spec.timeout or config.timeout
+                limit = config.limit_for(slot.spec)
                 left = slot.started + limit - now
                 if left <= 0:
+                    # kills what the check started (process groups) before the run goes on
+                    slot.token.cancel(f"the check timed out after {limit:g} s")
                     results[slot.spec.id] = CheckResult(
                         slot.spec.id, slot.spec.title, slot.spec.category, slot.spec.tags,
                         (Finding.error(f"timed out after {limit:g} s (the check was abandoned)",

@@ -4,6 +4,10 @@ A check or a provider names what it needs by the type hints of its parameters. `
 and ``RunOptions`` are injected as they are; any other type is produced by its provider,
 at most once per run (concurrent askers wait for the first). ``X | None`` means optional:
 a missing source gives ``None`` instead of skipping the asker.
+
+When the check whose thread computes a fact is abandoned (its cancel token is cancelled),
+the fact fails for everyone with ``ABANDONED``: askers waiting for it stop waiting at once,
+later askers get the same error, nobody computes it a second time.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import types
 import typing
 from typing import Any, Callable
 
+from . import cancel
 from .errors import DoctorError, SourceError, SourceMissing
 from .host import Host
 from .options import RunOptions
@@ -26,6 +31,10 @@ class FactFailed(DoctorError):
         super().__init__(f"{fact}: {reason}")
         self.fact = fact
         self.reason = reason
+
+
+ABANDONED = "abandoned: the check computing it timed out"
+_WAIT_SLICE_S = 0.05  # how often a waiting asker looks whether the computing check was abandoned
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
@@ -52,6 +61,7 @@ class FactStore:
         self._values: dict[type, Any] = {}
         self._errors: dict[type, BaseException] = {}
         self._locks: dict[type, threading.Lock] = {}
+        self._owners: dict[type, cancel.CancelToken | None] = {}  # who computes it now
         self._guard = threading.Lock()
         self._local = threading.local()
 
@@ -70,7 +80,9 @@ class FactStore:
         if fact in stack:
             raise FactFailed(_name(fact), "cyclic fact dependency: "
                              + " -> ".join(_name(f) for f in stack + [fact]))
-        with self._lock_for(fact):
+        lock = self._lock_for(fact)
+        self._acquire(fact, lock)
+        try:
             if fact in self._values:
                 return self._values[fact]
             if fact in self._errors:
@@ -80,9 +92,14 @@ class FactStore:
                 err: BaseException = FactFailed(_name(fact), "no provider is registered")
                 self._errors[fact] = err
                 raise err
+            me = cancel.current()
+            self._owners[fact] = me
             self._local.stack = stack + [fact]
             try:
                 value = self.call(spec.func)
+            except cancel.Cancelled:
+                self._errors[fact] = FactFailed(_name(fact), ABANDONED)
+                raise
             except (SourceMissing, SourceError, FactFailed) as exc:
                 self._errors[fact] = exc
                 raise
@@ -93,8 +110,26 @@ class FactStore:
                 raise wrapped from exc
             finally:
                 self._local.stack = stack
+                self._owners.pop(fact, None)
+            if me is not None and me.cancelled:  # waiters were told it failed: stay consistent
+                self._errors[fact] = FactFailed(_name(fact), ABANDONED)
+                raise cancel.Cancelled(me.reason)
             self._values[fact] = value
             return value
+        finally:
+            lock.release()
+
+    def _acquire(self, fact: type, lock: threading.Lock) -> None:
+        """Wait for ``fact``'s lock, giving up when its computer or this asker is abandoned."""
+        if lock.acquire(blocking=False):
+            return
+        me = cancel.current()
+        while not lock.acquire(timeout=_WAIT_SLICE_S):
+            if me is not None:
+                me.check()
+            owner = self._owners.get(fact)
+            if owner is not None and owner.cancelled:
+                raise FactFailed(_name(fact), ABANDONED)
 
     def call(self, func: Callable[..., Any]) -> Any:
         """Call ``func`` with every parameter filled from the store."""

@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterable, Mapping
 
+from . import cancel
 from .errors import SourceError, SourceMissing
 from .model import HostInfo
 
@@ -382,7 +383,7 @@ class LiveHost(Host):
             raise SourceMissing(argv[0], "command not found")
         real = self._resolve(prog) if self.is_sysroot else prog
         return run_capped((real, *argv[1:]), argv, timeout, cap,
-                          dict(self._env if env is None else env))
+                          dict(self._env if env is None else env), cancel.current())
 
     # -- network -----------------------------------------------------------------------
     def http_get(self, url, timeout=2.0, headers=None, cap=DEFAULT_HTTP_CAP) -> HttpResponse:
@@ -529,7 +530,11 @@ class LiveHost(Host):
         return time.monotonic()
 
     def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
+        token = cancel.current()
+        if token is None:
+            time.sleep(seconds)
+        elif token.wait(seconds):  # an abandoned check's sampler stops sleeping at once
+            token.check()
 
 
 def _os_release(host: Host) -> str:
@@ -567,11 +572,18 @@ def proc_info_from_files(pid: int, cmdline: bytes, stat: bytes, status: bytes) -
                     uid)
 
 
-def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, str]
-               ) -> CommandResult:
-    """Run without a shell; keep at most ``cap`` bytes per stream; kill the group on timeout."""
+def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, str],
+               token: "cancel.CancelToken | None" = None) -> CommandResult:
+    """Run without a shell; keep at most ``cap`` bytes per stream; kill the group on timeout.
+
+    With a ``token`` (the calling check's), cancelling it kills the group at once, from the
+    cancelling thread, and this raises ``Cancelled``: an abandoned check's command does not
+    outlive the check's timeout, whatever its own ``timeout`` says.
+    """
     import signal
 
+    if token is not None:
+        token.check()
     start = time.monotonic()
     try:
         proc = subprocess.Popen(list(real_argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -603,18 +615,30 @@ def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, s
                threading.Thread(target=drain, args=(proc.stderr, "err"), daemon=True)]
     for t in threads:
         t.start()
+    def kill_group() -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        try:
+            proc.wait(timeout=2.0)  # reaped before cancel() returns: no zombie outlives the run
+        except subprocess.TimeoutExpired:
+            pass
+
+    unregister = token.on_cancel(kill_group) if token is not None else (lambda: None)
     timed_out = False
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
+        kill_group()
         proc.wait()
+    finally:
+        unregister()
     for t in threads:
         t.join(timeout=1.0)
+    if token is not None:
+        token.check()  # killed by the cancel: nobody will read this result
     return CommandResult(tuple(shown_argv), None if timed_out else proc.returncode,
                          bytes(bufs["out"]), bytes(bufs["err"]), time.monotonic() - start,
                          timed_out, over["out"] or over["err"])

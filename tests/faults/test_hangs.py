@@ -105,7 +105,7 @@ def _registry() -> Registry:
 
 
 def test_hanging_checks_time_out_and_the_run_completes(sysroot):
-    hanging_npu_smi(sysroot, seconds=4)  # the abandoned thread's command ends on its own
+    hanging_npu_smi(sysroot, seconds=60)  # killed when its check is abandoned
     t0 = time.monotonic()
     report = run(sysroot.host(), registry=_registry(), config=RunConfig(timeout=1.0))
     took = time.monotonic() - t0
@@ -113,9 +113,16 @@ def test_hanging_checks_time_out_and_the_run_completes(sysroot):
     by = {r.check_id: r for r in report.results}
     assert set(by) == {"fault.npu", "fault.npu_twice", "fault.sleeper", "fault.healthy"}
     assert by["fault.healthy"].status == Status.PASS
-    for cid, limit in (("fault.npu", "1"), ("fault.npu_twice", "1"), ("fault.sleeper", "0.5")):
-        assert by[cid].status == Status.ERROR
-        assert by[cid].findings[0].message == f"timed out after {limit} s (the check was abandoned)"
+    assert by["fault.sleeper"].status == Status.ERROR
+    assert by["fault.sleeper"].findings[0].message == \
+        "timed out after 0.5 s (the check was abandoned)"
+    # both askers of NpuInfo share one deadline: whichever computes it is abandoned first, and
+    # the other reports the same timeout or, if it gets there first, the abandoned fact
+    messages = {by[cid].findings[0].message for cid in ("fault.npu", "fault.npu_twice")}
+    assert all(by[cid].status == Status.ERROR for cid in ("fault.npu", "fault.npu_twice"))
+    assert "timed out after 1 s (the check was abandoned)" in messages
+    assert messages <= {"timed out after 1 s (the check was abandoned)",
+                        "could not gather NpuInfo: abandoned: the check computing it timed out"}
 
 
 def test_npu_smi_timing_out_inside_its_own_budget_is_named(sysroot):
