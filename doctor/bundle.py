@@ -24,6 +24,7 @@ import time
 from typing import Any, BinaryIO, Mapping
 
 from . import __version__
+from .cancel import Cancelled
 from .errors import BundleError, SourceError, SourceMissing
 from .host import (DEFAULT_HTTP_CAP, DEFAULT_OUTPUT_CAP, DEFAULT_READ_LIMIT, CommandResult,
                    Connection, Host, HostInfo, HttpResponse, ProcInfo, StatInfo, norm)
@@ -287,8 +288,14 @@ class RecordingHost(Host):
             return {"rc": r.returncode, "out": self.data.blob(redact_bytes(r.stdout)),
                     "err": self.data.blob(redact_bytes(r.stderr)), "duration": r.duration_s,
                     "timed_out": r.timed_out, "truncated": r.truncated}
-        return self._record("run", key, lambda: self.inner.run(argv, timeout, cap, env), enc,
-                            sequence=True)
+        try:
+            return self._record("run", key, lambda: self.inner.run(argv, timeout, cap, env), enc,
+                                sequence=True)
+        except Cancelled as exc:  # killed with its abandoned check: a replay names that
+            self.data.put("run", key, {"error": "error", "source": _short(redact_argv(list(argv))),
+                                       "reason": f"killed at collection time: {exc.reason}"},
+                          True)
+            raise
 
     def http_get(self, url, timeout=2.0, headers=None, cap=DEFAULT_HTTP_CAP):
         def enc(r: HttpResponse):

@@ -25,6 +25,7 @@ from .options import RunOptions
 from .registry import CheckSpec, Registry
 
 DEFAULT_TIMEOUT = 10.0
+ABANDON_GRACE_S = 0.5  # at most this long, once, for abandoned checks to unwind
 
 
 @dataclass
@@ -132,9 +133,10 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
                 findings = run_check(slot.spec, store)
             finish(slot, findings, time.monotonic() - slot.started)
 
-    for slot in slots:
-        threading.Thread(target=worker, args=(slot,), name=f"check:{slot.spec.id}",
-                         daemon=True).start()
+    threads = [threading.Thread(target=worker, args=(slot,), name=f"check:{slot.spec.id}",
+                                daemon=True) for slot in slots]
+    for t in threads:
+        t.start()
 
     with done:
         while len(results) < len(slots):
@@ -162,6 +164,12 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
             if len(results) < len(slots):
                 done.wait(timeout=max(wait, 0.005))
 
+    # cancelled checks unwind within moments (their commands are dead); wait that long so a
+    # RecordingHost has recorded how they ended, but never for one stuck in pure Python
+    grace = time.monotonic() + ABANDON_GRACE_S
+    for slot, t in zip(slots, threads):
+        if slot.token.cancelled:
+            t.join(timeout=max(0.0, grace - time.monotonic()))
     ordered = tuple(results[s.id] for s in sorted(specs, key=lambda s: s.id))
     return Report(__version__, host.info(), config.context or host.kind, started_at,
                   round(time.monotonic() - t0, 4), ordered, options.public())

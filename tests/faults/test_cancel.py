@@ -187,10 +187,15 @@ def test_cli_check_only_npu_with_a_hanging_npu_smi(cli, sysroot):
     assert r.returncode in (0, 1), r.stderr
     assert took < 8.0, f"the CLI took {took:.1f} s with --timeout 1"  # includes interpreter start
     doc = json.loads(r.stdout)
-    by = {c["id"]: c for c in doc["checks"]}
-    assert by["npu.smi"]["status"] == "error"
-    assert by["npu.smi"]["findings"][0]["message"] == \
-        "timed out after 1 s (the check was abandoned)"
+    smi = {c["id"]: c for c in doc["checks"] if c["id"].startswith("npu.")}
+    assert set(smi) >= {"npu.smi", "npu.health", "npu.hbm"}
+    # they share the NpuSmi fact and one deadline: the check computing it is abandoned, the
+    # others time out too or, a few ms earlier than their own deadline, get the failed fact
+    messages = {c["findings"][0]["message"] for c in smi.values()}
+    assert all(c["status"] == "error" for c in smi.values())
+    assert "timed out after 1 s (the check was abandoned)" in messages
+    assert messages <= {"timed out after 1 s (the check was abandoned)",
+                        f"could not gather NpuSmi: {ABANDONED}"}
     pids = _pids(pidfile)
     assert_all_dead(pids)  # the CLI has exited: it must have killed them, not orphaned them
 
@@ -235,3 +240,23 @@ def test_cancelled_token_interrupts_host_sleep(sysroot):
         sysroot.host().sleep(30)
     assert time.monotonic() - t0 < 2
     assert cancel.current() is None
+
+
+def test_collect_records_the_killed_command_and_the_replay_names_it(sysroot):
+    """RecordingHost delegates (the same kill), and the bundle says why the answer is absent."""
+    from doctor.bundle import BundleData, BundleHost, RecordingHost
+
+    pidfile = hanging_npu_smi(sysroot)
+    rec = RecordingHost(sysroot.host())
+    t0 = time.monotonic()
+    report = run(rec, registry=_registry(direct), config=RunConfig(timeout=1.0))
+    assert time.monotonic() - t0 < 5.0
+    assert report.results[0].findings[0].message.startswith("timed out after 1 s")
+    assert_all_dead(_pids(pidfile))
+    assert_no_children()
+    data = BundleData.load(rec.finish("sysroot", {}).to_bytes())
+    replay = run(BundleHost(data), registry=_registry(direct), config=RunConfig(timeout=5.0))
+    (r,) = replay.results
+    assert r.status == Status.ERROR, r.findings[0].message
+    assert r.findings[0].message == ("cannot read npu-smi info: killed at collection time: "
+                                     "the check timed out after 1 s")
