@@ -47,7 +47,7 @@ class DashboardScreen(Screen):
             yield CheckList(id="checks")
             yield FindingsList(id="findings")
         yield LivePanel(id="live")
-        yield Footer()
+        yield Footer(compact=True)  # at 80 columns every key hint fits only compact
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -55,6 +55,11 @@ class DashboardScreen(Screen):
         self.query_one("#findings", FindingsList).border_title = "Findings"
         self.query_one("#live").display = bool(getattr(self.app, "live_enabled", True))
         self.query_one("#checks").focus()
+
+    def on_resize(self, event) -> None:
+        """Below 100 columns the footer's "^p palette" would push "? Help" out of view;
+        help names ctrl+p, which works either way."""
+        self.query_one(Footer).show_command_palette = event.size.width >= 100
 
     # -- model → view ------------------------------------------------------------------
     @property
@@ -70,7 +75,11 @@ class DashboardScreen(Screen):
         self._show_findings()
 
     def _show_findings(self) -> None:
-        self.query_one("#findings", FindingsList).show_row(self.selected_row())
+        row = self.selected_row()
+        # the group header scrolls away above a long group: the pane title keeps the category
+        self.query_one("#checks", CheckList).border_title = (
+            f"Checks · {row.category.value}" if row is not None else "Checks")
+        self.query_one("#findings", FindingsList).show_row(row)
 
     def selected_row(self) -> CheckRow | None:
         cid = self.query_one("#checks", CheckList).highlighted_check
