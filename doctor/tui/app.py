@@ -443,7 +443,7 @@ class DoctorApp(App):
         return result.status.value, f"{check_id} is now {result.status.value}: {worst.message}"
 
     def _replace_result(self, result: Any) -> None:
-        self.refresh_bindings()  # "u Undo fix" appears or goes with the journal
+        self.refresh_bindings()  # "u Undo" appears or goes with the journal
         self.state.add(result)
         self.state.report = replace_result(self.state.report, result)
         self._refresh()

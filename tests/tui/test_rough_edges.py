@@ -142,3 +142,13 @@ async def test_full_demo_at_80x24_keeps_the_worst_finding_and_the_key_hints():
         footer = next(x for x in reversed(lines) if "Quit" in x)
         for hint in ("Details", "Fix", "Filter", "Worst", "Quit", "Help", "Export"):
             assert hint in footer, (hint, footer)
+        app.journal.append(("0123abcd", row.id))  # as after a fix: "u Undo" joins the footer
+        app.refresh_bindings()
+        await pilot.pause(0.2)
+        footer = next(x for x in reversed(plain(app).splitlines()) if "Quit" in x)
+        for hint in ("Undo", "Details", "Fix", "Quit", "Help"):
+            assert hint in footer, (hint, footer)
+        assert "palette" not in footer  # ctrl+p still works; help names it
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause(0.3)
+        assert "palette" in next(x for x in reversed(plain(app).splitlines()) if "Quit" in x)

@@ -27,7 +27,7 @@ class DashboardScreen(Screen):
         Binding("slash", "filter", "Filter", key_display="/", id="filter",
                 tooltip="Filter checks by id, category, status or message words"),
         Binding("w", "worst", "Worst", id="worst", tooltip="Jump to the worst finding"),
-        Binding("u", "undo", "Undo fix", id="undo",
+        Binding("u", "undo", "Undo", id="undo",
                 tooltip="Undo the last fix applied in this session"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear-filter",
                 tooltip="Clear the filter and go back to the checks"),
@@ -59,7 +59,11 @@ class DashboardScreen(Screen):
     def on_resize(self, event) -> None:
         """Below 100 columns the footer's "^p palette" would push "? Help" out of view;
         help names ctrl+p, which works either way."""
-        self.query_one(Footer).show_command_palette = event.size.width >= 100
+        footer = self.query_one(Footer)
+        wide = event.size.width >= 100
+        if footer.show_command_palette != wide:
+            footer.show_command_palette = wide
+            footer.refresh(recompose=True)  # the reactive alone does not redraw the keys
 
     # -- model → view ------------------------------------------------------------------
     @property
@@ -116,7 +120,7 @@ class DashboardScreen(Screen):
         self.query_one("#checks").focus()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
-        """"Undo fix" is offered (and shown in the footer) once a fix was applied."""
+        """"u Undo" is offered (and shown in the footer) once a fix was applied."""
         if action == "undo":
             return bool(getattr(self.app, "journal", None))
         return True
