@@ -297,15 +297,16 @@ def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, l
 def tui_cmd(**kw: Any) -> None:
     """The interactive dashboard."""
     _launch_tui(demo=False, options=build_options(kw), root=kw.get("root"),
-                bundle=kw.get("bundle"))
+                bundle=kw.get("bundle"), timeout=kw.get("timeout"))
 
 
-def _launch_tui(demo: bool, options, root: str | None = None, bundle: str | None = None) -> None:
+def _launch_tui(demo: bool, options, root: str | None = None, bundle: str | None = None,
+                timeout: float | None = None) -> None:
     try:
         from .tui import run_tui
     except ImportError as exc:
         _die(f"the TUI is unavailable ({exc}); use `check` or `demo --text`")
-    run_tui(demo=demo, options=options, root=root, bundle=bundle)
+    run_tui(demo=demo, options=options, root=root, bundle=bundle, timeout=timeout)
 
 
 def _register_extensions() -> None:

@@ -182,6 +182,7 @@ class DoctorApp(App):
             return
         self.state.add(m.result)
         self._refresh()
+        self._follow_detail(m.result.check_id)
 
     def on_run_finished(self, m: RunFinished) -> None:
         if m.run_id != self._run_counter:
@@ -442,10 +443,18 @@ class DoctorApp(App):
         return result.status.value, f"{check_id} is now {result.status.value}: {worst.message}"
 
     def _replace_result(self, result: Any) -> None:
-        self.refresh_bindings()  # "u Undo fix" appears or goes with the journal
+        self.refresh_bindings()  # "u Undo" appears or goes with the journal
         self.state.add(result)
         self.state.report = replace_result(self.state.report, result)
         self._refresh()
+        self._follow_detail(result.check_id)
+
+    def _follow_detail(self, check_id: str) -> None:
+        """An open detail of a re-run check (fix, verify, undo, `r`) shows its new finding."""
+        row = self.state.rows.get(check_id)
+        for s in self.screen_stack:
+            if isinstance(s, DetailScreen) and row is not None and s.row.id == check_id:
+                self.call_later(s.show_result, row)
 
     def _show_result(self, check_id: str, applied: fixflow.Applied, state: str, text: str,
                      undone: bool) -> None:

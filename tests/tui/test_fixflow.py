@@ -133,7 +133,7 @@ async def _plan_apply_verify_undo(app, pilot):
         assert "include /etc/ld.so.conf.d/*.conf" in fh.read()
     await pilot.press("escape")  # close the result; undo from the dashboard's journal key
     await pilot.pause(0.2)
-    assert "Undo fix" in plain(app)
+    assert "u Undo" in plain(app)
     await pilot.press("u")
     await wait_for(pilot, lambda: isinstance(app.screen, FixResultScreen) and app.screen.undone,
                    timeout=30)
@@ -141,7 +141,7 @@ async def _plan_apply_verify_undo(app, pilot):
     assert app.state.rows["ldconf.order"].state == "fail"
     await pilot.press("escape")
     await pilot.pause(0.2)
-    assert app.journal == [] and "Undo fix" not in plain(app)
+    assert app.journal == [] and "u Undo" not in plain(app)
 
 
 async def test_fix_flow_with_the_adapter_contract(monkeypatch, tmp_path):

@@ -27,7 +27,7 @@ class DashboardScreen(Screen):
         Binding("slash", "filter", "Filter", key_display="/", id="filter",
                 tooltip="Filter checks by id, category, status or message words"),
         Binding("w", "worst", "Worst", id="worst", tooltip="Jump to the worst finding"),
-        Binding("u", "undo", "Undo fix", id="undo",
+        Binding("u", "undo", "Undo", id="undo",
                 tooltip="Undo the last fix applied in this session"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear-filter",
                 tooltip="Clear the filter and go back to the checks"),
@@ -47,7 +47,7 @@ class DashboardScreen(Screen):
             yield CheckList(id="checks")
             yield FindingsList(id="findings")
         yield LivePanel(id="live")
-        yield Footer()
+        yield Footer(compact=True)  # at 80 columns every key hint fits only compact
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -55,6 +55,15 @@ class DashboardScreen(Screen):
         self.query_one("#findings", FindingsList).border_title = "Findings"
         self.query_one("#live").display = bool(getattr(self.app, "live_enabled", True))
         self.query_one("#checks").focus()
+
+    def on_resize(self, event) -> None:
+        """Below 100 columns the footer's "^p palette" would push "? Help" out of view;
+        help names ctrl+p, which works either way."""
+        footer = self.query_one(Footer)
+        wide = event.size.width >= 100
+        if footer.show_command_palette != wide:
+            footer.show_command_palette = wide
+            footer.refresh(recompose=True)  # the reactive alone does not redraw the keys
 
     # -- model → view ------------------------------------------------------------------
     @property
@@ -70,7 +79,11 @@ class DashboardScreen(Screen):
         self._show_findings()
 
     def _show_findings(self) -> None:
-        self.query_one("#findings", FindingsList).show_row(self.selected_row())
+        row = self.selected_row()
+        # the group header scrolls away above a long group: the pane title keeps the category
+        self.query_one("#checks", CheckList).border_title = (
+            f"Checks · {row.category.value}" if row is not None else "Checks")
+        self.query_one("#findings", FindingsList).show_row(row)
 
     def selected_row(self) -> CheckRow | None:
         cid = self.query_one("#checks", CheckList).highlighted_check
@@ -107,7 +120,7 @@ class DashboardScreen(Screen):
         self.query_one("#checks").focus()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
-        """"Undo fix" is offered (and shown in the footer) once a fix was applied."""
+        """"u Undo" is offered (and shown in the footer) once a fix was applied."""
         if action == "undo":
             return bool(getattr(self.app, "journal", None))
         return True

@@ -88,6 +88,19 @@ class DetailScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#detail-body").focus()
 
+    async def show_result(self, row: CheckRow) -> None:
+        """The check was re-run (a fix applied, verified or undone): show its current finding.
+
+        The finding about the same subject if the re-run still reports one, else its worst.
+        """
+        findings = row.findings
+        if not findings:
+            return
+        same = [f for f in findings if self.finding.subject and f.subject == self.finding.subject]
+        self.row, self.finding = row, (same or findings)[0]
+        await self.recompose()
+        self.query_one("#detail-body").focus()
+
     def refresh_lang(self) -> None:
         self.query_one("#d-kb", Markdown).update(kb_markdown(self.finding,
                                                              self.app.lang))  # type: ignore

@@ -30,6 +30,10 @@ class CheckList(OptionList):
         Binding("j", "cursor_down", "Down", show=False, id="check-down",
                 tooltip="Next check"),
         Binding("k", "cursor_up", "Up", show=False, id="check-up", tooltip="Previous check"),
+        # OptionList's own enter is hidden, and the focused list's binding is the one the
+        # footer shows: name it, so "enter Details" is in the footer
+        Binding("enter", "select", "Details", id="check-details",
+                tooltip="Open the check's worst finding: cause, steps, evidence"),
     ]
 
     def show_groups(self, groups: list[Group]) -> None:

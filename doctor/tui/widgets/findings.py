@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.binding import Binding
 from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
@@ -31,6 +32,9 @@ def finding_prompt(f: Finding) -> Content:
 
 class FindingsList(OptionList):
     """One option per finding; enter opens its detail."""
+
+    BINDINGS = [Binding("enter", "select", "Details", id="finding-details",
+                        tooltip="Open this finding: cause, steps, evidence")]
 
     def show_row(self, row: CheckRow | None) -> None:
         self.clear_options()

@@ -45,9 +45,11 @@ class InfoBar(Static):
             third = Content.assemble(status_piece("error"), " ", (error, "$error"))
         elif worst:
             row, f = worst
+            # the message right after the id: at 80 columns the key hints (also in the
+            # footer) are what the ellipsis cuts, not the finding
             third = Content.assemble(("Worst: ", "bold"), status_piece(f.status.value), " ",
-                                     (row.id, "bold"), ("  (w go · enter why · f fix)  ",
-                                                        "$text-muted"), f.message)
+                                     (row.id, "bold"), "  ", f.message,
+                                     ("  (w go · enter why · f fix)", "$text-muted"))
         elif state.finished:
             third = Content.assemble(status_piece("pass"), " nothing to fix: no warn or fail")
         else:
