@@ -150,7 +150,9 @@ class DoctorApp(App):
             self.post_message(RunFinished(run_id, None, f"cannot start the run: {exc}"))
             return
         box: dict[str, Any] = {}
-        config = RunConfig(self.only, (), self.timeout or 10.0, context=self.context)
+        # an explicit --timeout wins over a check's own budget, as in `check`
+        config = RunConfig(self.only, (), self.timeout or 10.0, context=self.context,
+                           override=self.timeout is not None)
 
         def target() -> None:
             try:
@@ -434,6 +436,7 @@ class DoctorApp(App):
 
         rep = run(self.make_host(), self.options, self.get_registry(),
                   RunConfig(only=(check_id,), timeout=self.timeout or 10.0,
+                            override=self.timeout is not None,
                             context=self.context))
         if not rep.results:
             return "skip", f"{check_id} did not run"
