@@ -1,14 +1,12 @@
 """NPU memory over a watch window while the service is idle (seed 003_d72edf74e71c5e11.txt).
 
 With ``--watch SECONDS`` the sampler reads device HBM use a bounded number of times, from
-``npu-smi info`` (a small self-contained reader of its HBM column, ``parse_npusmi_hbm``; the
-full npu-smi probe lives elsewhere) or else from NPU exporter series in the service's
+``npu-smi info`` (through the npu probe's table parser) or else from NPU exporter series in the service's
 /metrics, and notes whether requests were running at each point (``vllm:num_requests_running``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..errors import ParseError, SourceMissing
@@ -19,33 +17,21 @@ from .service import HTTP_TIMEOUT, ServiceHttp, parse_metrics
 
 MAX_SAMPLES = 13
 MAX_WATCH_S = 600.0
-_LINE2 = re.compile(r"^\|\s*(\d+)\s+(\d*)\s*\|\s*([0-9A-Fa-f:.]+|NA)\s*\|.*\|\s*$")
-_PAIR = re.compile(r"(\d+)\s*/\s*(\d+)")
-_LINE1 = re.compile(r"^\|\s*(\d+)\s+(\S+)\s*\|\s*(OK|Warning|Alarm|Critical|UNKNOWN)\b", re.I)
 
 
 def parse_npusmi_hbm(text: str) -> dict[str, tuple[int, int]]:
     """``npu-smi info`` table → {"<npu>.<chip>": (HBM used MB, HBM total MB)}.
 
-    The HBM pair is the last ``used / total`` on each chip's second line (facts:
-    ascend-stack.md §3.1); boards without an HBM column give nothing.
+    A view of the npu probe's parser (one reader of the table for the whole tool); chips
+    without an HBM column (310) report their device memory; none at all gives nothing.
     """
+    from .npusmi import parse_npu_smi_info
+
     out: dict[str, tuple[int, int]] = {}
-    npu = None
-    for line in text.splitlines():
-        m1 = _LINE1.match(line)
-        if m1:
-            npu = m1.group(1)
-            continue
-        m2 = _LINE2.match(line)
-        if m2 and npu is not None:
-            pairs = _PAIR.findall(line)
-            if len(pairs) >= 2:  # Memory-Usage pair, then HBM-Usage pair
-                used, total = pairs[-1]
-                out[f"{npu}.{m2.group(1)}"] = (int(used), int(total))
-            npu = None
-    if not out and "npu-smi" not in text.lower():
-        raise ParseError("npu-smi info", "no NPU table in the output")
+    for chip in parse_npu_smi_info(text).chips:
+        pair = chip.device_used_total
+        if pair is not None:
+            out[f"{chip.npu}.{chip.chip}"] = pair
     return out
 
 

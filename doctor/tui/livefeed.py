@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,29 +73,21 @@ def parse_metrics(text: str) -> MetricsSample:
                          tuple(sorted(buckets.items())))
 
 
-# `npu-smi info` table: line 1 "| 0  910B1 | OK | 94.6  49  0 / 0 |", line 2 "| 0 | bus | ... 3373 / 65536 |"
-_LINE1 = re.compile(r"^\|\s*(\d+)\s+(\S+).*?\|\s*\S+\s+\|\s*(?:[\d.]+|-)\s+(\d+)")
-_LINE2 = re.compile(r"^\|\s*(\d+)\s+(\d*)\s*\|\s*(?:[0-9A-Fa-f:.]+|NA)\s*\|")
-_PAIR = re.compile(r"(\d+)\s*/\s*(\d+)")
-
-
 def parse_npu_smi(text: str) -> list[NpuReading]:
-    """Per-chip temperature and HBM from the `npu-smi info` table (A2, A3 and 310 layouts)."""
-    out: list[NpuReading] = []
-    pending: tuple[int, float] | None = None
-    for line in text.splitlines():
-        if "Process id" in line or "Process name" in line:
-            break
-        m1 = _LINE1.match(line)
-        m2 = _LINE2.match(line)
-        if m1 and not m2:
-            pending = (int(m1.group(1)), float(m1.group(3)))
-            continue
-        if m2 and pending is not None:
-            pairs = _PAIR.findall(line)
-            used, total = (float(pairs[-1][0]), float(pairs[-1][1])) if len(pairs) >= 2 else (None, None)
-            out.append(NpuReading(pending[0], int(m2.group(1)), pending[1], used, total))
-            pending = None
+    """Per-chip temperature and HBM from the `npu-smi info` table (A2, A3 and 310 layouts),
+    read by the npu probe's parser; output that is no table gives no readings."""
+    from ..errors import ParseError
+    from ..probes.npusmi import parse_npu_smi_info
+
+    try:
+        info = parse_npu_smi_info(text)
+    except ParseError:
+        return []
+    out = []
+    for c in info.chips:
+        pair = c.device_used_total
+        out.append(NpuReading(c.npu, c.chip, None if c.temp_c is None else float(c.temp_c),
+                              float(pair[0]) if pair else None, float(pair[1]) if pair else None))
     return out
 
 
