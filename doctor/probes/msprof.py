@@ -116,16 +116,21 @@ class ProfileAcc:
         return x
 
 
+def _open_csv(lines: Iterable[str], columns, required: tuple[str, ...], kind: str):
+    """(row reader, header, column index) of one export; an empty file is a format error."""
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    if header is None:
+        raise CsvFormatError("empty file (no header)")
+    return reader, header, _index(header, columns, required, kind)
+
+
 def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summary") -> int:
     """op_summary_*.csv or kernel_details.csv rows into ``acc``; returns rows read.
 
     A row cut short (truncated file) is counted as a problem, not fatal.
     """
-    reader = csv.reader(lines)
-    header = next(reader, None)
-    if header is None:
-        raise CsvFormatError("empty file (no header)")
-    idx = _index(header, OP_COLUMNS, ("duration",), "op_summary/kernel_details")
+    reader, header, idx = _open_csv(lines, OP_COLUMNS, ("duration",), "op_summary/kernel_details")
     if "name" not in idx and "type" not in idx:
         raise CsvFormatError("not an op_summary/kernel_details export: neither Op Name nor "
                              "OP Type column")
@@ -225,11 +230,7 @@ def _fold(acc: ProfileAcc, sums: dict, memcpy: dict, steps: set, missing: tuple[
 
 def parse_task_time(lines: Iterable[str], acc: ProfileAcc, source: str = "task_time") -> int:
     """task_time_*.csv: MEMCPY_ASYNC and compute tasks (used when there is no op_summary)."""
-    reader = csv.reader(lines)
-    header = next(reader, None)
-    if header is None:
-        raise CsvFormatError("empty file (no header)")
-    idx = _index(header, TASK_COLUMNS, ("name", "time"), "task_time")
+    reader, header, idx = _open_csv(lines, TASK_COLUMNS, ("name", "time"), "task_time")
     n = 0
     for row in reader:
         n += 1
@@ -256,15 +257,12 @@ def parse_task_time(lines: Iterable[str], acc: ProfileAcc, source: str = "task_t
 
 def parse_api_statistic(lines: Iterable[str], acc: ProfileAcc, source: str = "api_statistic"
                         ) -> int:
-    reader = csv.reader(lines)
-    header = next(reader, None)
-    if header is None:
-        raise CsvFormatError("empty file (no header)")
-    idx = _index(header, API_COLUMNS, ("name", "time"), "api_statistic")
+    reader, header, idx = _open_csv(lines, API_COLUMNS, ("name", "time"), "api_statistic")
+    need = max(idx.values())
     n = 0
     for row in reader:
         n += 1
-        if len(row) <= max(idx.values()):
+        if len(row) <= need:
             continue
         t = _num(row[idx["time"]])
         if t is None:
@@ -285,15 +283,12 @@ def parse_api_statistic(lines: Iterable[str], acc: ProfileAcc, source: str = "ap
 def parse_op_statistic(lines: Iterable[str], acc: ProfileAcc, source: str = "op_statistic"
                        ) -> int:
     """op_statistic: per-type totals (top operators when there is no op_summary)."""
-    reader = csv.reader(lines)
-    header = next(reader, None)
-    if header is None:
-        raise CsvFormatError("empty file (no header)")
-    idx = _index(header, OPSTAT_COLUMNS, ("type", "total"), "op_statistic")
+    reader, header, idx = _open_csv(lines, OPSTAT_COLUMNS, ("type", "total"), "op_statistic")
+    need = max(idx.values())
     n = 0
     for row in reader:
         n += 1
-        if len(row) <= max(idx.values()):
+        if len(row) <= need:
             continue
         t = _num(row[idx["total"]])
         if t is None:
