@@ -360,7 +360,10 @@ class RecordingHost(Host):
     def sleep(self, seconds):
         self.inner.sleep(seconds)
 
-    def finish(self, context: str, options: Mapping[str, Any]) -> BundleData:
+    def finish(self, context: str, options: Mapping[str, Any], report: Any = None
+               ) -> BundleData:
+        """Write the manifest; with the collecting run's ``report``, also what it concluded,
+        so a replay (`check --bundle`) can be compared with the live run."""
         self.info()
         self.environ()
         self.data.manifest = {
@@ -370,6 +373,14 @@ class RecordingHost(Host):
             "options": {k: v for k, v in options.items() if k != "api_key"},
             "collection_failures": self.failures,
         }
+        if report is not None:
+            from .report.jsonreport import report_dict
+
+            self.data.manifest["findings_at_collection"] = report.summary
+            self.data.manifest["checks_at_collection"] = [
+                {"id": c["id"], "status": c["status"],
+                 "findings": [[f["status"], f["message"]] for f in c["findings"]]}
+                for c in report_dict(report)["checks"]]
         return self.data
 
 

@@ -239,14 +239,7 @@ def collect_cmd(output: str, only=(), skip=(), **kw: Any) -> None:
     rec = RecordingHost(inner)
     options = build_options(kw)
     report = run_report(rec, options, _split(only), _split(skip), kw.get("timeout"))
-    data = rec.finish(inner.kind, options.public())
-    data.manifest["findings_at_collection"] = report.summary
-    from .report.jsonreport import report_dict
-    # what the live run concluded, so a replay (`check --bundle`) can be compared with it
-    data.manifest["checks_at_collection"] = [
-        {"id": c["id"], "status": c["status"],
-         "findings": [[f["status"], f["message"]] for f in c["findings"]]}
-        for c in report_dict(report)["checks"]]
+    data = rec.finish(inner.kind, options.public(), report)
     try:
         data.write(output)
     except OSError as exc:

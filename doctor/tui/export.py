@@ -58,7 +58,6 @@ def export_bundle(report: Report, directory: str, *, demo: bool, bundle: str | N
     inner = LiveHost(root or "/")
     rec = RecordingHost(inner)
     rep = run(rec, options, registry, RunConfig())
-    data = rec.finish(inner.kind, options.public())
-    data.manifest["findings_at_collection"] = rep.summary
+    data = rec.finish(inner.kind, options.public(), rep)
     data.write(path)
     return path
