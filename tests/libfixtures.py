@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests import artifacts
+
 REPO = Path(__file__).resolve().parents[1]
-CACHE = REPO / "tests" / ".cache" / "wheels"
 WHEELS = {"torch_npu": "torch-npu==2.14.0", "vllm_ascend": "vllm-ascend==0.23.0"}
 
 
@@ -28,23 +29,11 @@ def gcc(out: Path, *flags: str, src: str = "int f(void){return 1;}\n") -> Path:
 
 
 def wheel(pkg: str) -> Path:
-    """The real wheel, cached under tests/.cache (copied from /work/cache when present)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    found = sorted(CACHE.glob(f"{pkg}-*.whl"))
-    if found:
-        return found[0]
-    local = Path("/work/cache/wheels")
-    if local.is_dir():
-        for w in local.glob(f"{pkg}-*.whl"):
-            shutil.copy(w, CACHE / w.name)
-            return CACHE / w.name
-    r = subprocess.run(["pip", "download", "--no-deps", "--only-binary", ":all:",
-                        "--python-version", "3.11", "--platform", "manylinux_2_34_x86_64",
-                        "-d", str(CACHE), WHEELS[pkg]], capture_output=True, text=True)
-    found = sorted(CACHE.glob(f"{pkg}-*.whl"))
-    if not found:
-        pytest.fail(f"cannot obtain {WHEELS[pkg]}: {r.stderr[-500:]}")
-    return found[0]
+    """The real wheel of ``pkg`` (torch_npu or vllm_ascend), fetched once into tests/.cache."""
+    try:
+        return artifacts.wheel(WHEELS[pkg], f"{pkg}-*.whl", "--platform", "manylinux_2_34_x86_64")
+    except artifacts.ArtifactError as e:
+        pytest.fail(str(e))
 
 
 def unpack_sos(pkg: str, site: Path) -> list[str]:

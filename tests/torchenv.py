@@ -14,10 +14,12 @@ import sys
 import time
 from pathlib import Path
 
+from tests import artifacts
+
+WHEELS = artifacts.WHEELS
+
 CACHE = Path(__file__).resolve().parent / ".cache"
-WHEELS = CACHE / "wheels"
 VENV = CACHE / "venv-torch-npu"
-SHARED_WHEELS = Path("/work/cache/wheels")  # a copy saves bandwidth when present
 TORCH = "torch==2.13.0"
 TORCH_NPU = "torch-npu==2.14.0"
 VLLM_ASCEND = "vllm-ascend==0.23.0"
@@ -25,19 +27,8 @@ TORCH_INSTALL_BUDGET_S = 180.0
 
 
 def wheel(spec: str, pattern: str) -> Path:
-    """The wheel for ``spec`` in the cache: copied from the shared dir, else pip download."""
-    WHEELS.mkdir(parents=True, exist_ok=True)
-    found = sorted(WHEELS.glob(pattern))
-    if found:
-        return found[0]
-    if SHARED_WHEELS.is_dir():
-        for src in sorted(SHARED_WHEELS.glob(pattern)):
-            shutil.copy2(src, WHEELS / src.name)
-            return WHEELS / src.name
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                    "--only-binary", ":all:", "--python-version", "3.11", "-d", str(WHEELS),
-                    spec], check=True, timeout=900)
-    return sorted(WHEELS.glob(pattern))[0]
+    """The wheel for ``spec`` in tests/.cache, fetched from the registry once."""
+    return artifacts.wheel(spec, pattern)
 
 
 def build() -> tuple[Path, str]:
