@@ -131,18 +131,52 @@ def temperature(smi: NpuSmi) -> Iterator[Finding]:
                              "npu-smi reports no temperatures", evidence={"all": temps})
 
 
+def _service_procs(procs: ServiceProcesses | None) -> list:
+    out = []
+    for s in procs.servers if procs is not None else ():
+        out += [s.proc, *s.children]
+    return out
+
+
+def _same_name(holder: str, names: set[str]) -> bool:
+    """npu-smi names a process by its comm (15 characters at most)."""
+    return bool(holder) and any(holder == n or holder == n[:15] for n in names)
+
+
+def owned_by_service(holders, procs: ServiceProcesses | None,
+                     in_container: bool) -> tuple[list, list]:
+    """(the service's, the others'): by pid, or in a container by name.
+
+    npu-smi reports host pids; inside a container the service's processes have other pids
+    (their own pid namespace), so a pid match fails there and the process name is the link.
+    """
+    svc = _service_procs(procs)
+    pids = {p.pid for p in svc}
+    names = {p.name for p in svc}
+    mine, others = [], []
+    for h in holders:
+        if h.pid in pids or (in_container and _same_name(h.name, names)):
+            mine.append(h)
+        else:
+            others.append(h)
+    return mine, others
+
+
+def _chips(cs) -> str:
+    return ", ".join(f"NPU {c.npu} chip {c.chip}" if c.chip else f"NPU {c.npu}" for c in cs)
+
+
 @check("npu.hbm", title="NPU memory (HBM) has headroom", category=Category.NPU,
        tags=("npu", "memory"), timeout=SMI_CHECK_TIMEOUT_S)
-def hbm(smi: NpuSmi, procs: ServiceProcesses | None) -> Iterator[Finding]:
+def hbm(smi: NpuSmi, procs: ServiceProcesses | None,
+        container: ContainerInfo | None = None) -> Iterator[Finding]:
+    """One finding per cause: the service's own preallocation, or memory held by others."""
     skip = _unusable(smi)
     if skip:
         yield skip
         return
-    service = set()
-    if procs is not None:
-        for s in procs.servers:
-            service |= {s.pid} | {c.pid for c in s.children}
-    bad = 0
+    in_ctr = container is not None and container.in_container
+    service_full, other_full = [], []
     for c in smi.info.chips:
         ut = c.device_used_total
         if ut is None or ut[1] <= 0:
@@ -152,20 +186,31 @@ def hbm(smi: NpuSmi, procs: ServiceProcesses | None) -> Iterator[Finding]:
         if pct < HBM_WARN_PCT:
             continue
         holders = [p for p in smi.info.processes if (p.npu, p.chip) == (c.npu, c.chip)]
-        subject = f"NPU {c.npu} chip {c.chip}"
-        ev = {"used_mb": used, "total_mb": total, "pct": round(pct, 1),
-              "holders": [(p.pid, p.name, p.mem_mb) for p in holders]}
-        who = ", ".join(f"pid {p.pid} {p.name} {p.mem_mb} MB" for p in holders) or "no process"
-        if holders and all(p.pid in service for p in holders):
-            yield Finding.info(f"{subject}: HBM {used} / {total} MB ({pct:.1f} %), held by the "
-                               f"vLLM service ({who}): vLLM preallocates --gpu-memory-utilization",
-                               subject=subject, evidence=ev)
-            continue
-        bad += 1
-        yield Finding.warn(f"{subject}: HBM {used} / {total} MB used ({pct:.1f} % ≥ "
-                           f"{HBM_WARN_PCT:.0f} %), held by {who}", subject=subject,
-                           evidence=ev, kb="ASC-NPU-003")
-    if not bad:
+        mine, others = owned_by_service(holders, procs, in_ctr)
+        row = (c, used, total, pct, holders)
+        (service_full if holders and not others else other_full).append(row)
+
+    def ev(rows):
+        return {"chips": [{"npu": c.npu, "chip": c.chip, "used_mb": u, "total_mb": t,
+                           "pct": round(p, 1), "holders": [[h.pid, h.name, h.mem_mb] for h in hs]}
+                          for c, u, t, p, hs in rows]}
+
+    def figures(rows):
+        return "; ".join(f"{_chips([c])} {u} / {t} MB ({p:.1f} %)" for c, u, t, p, _ in rows)
+
+    if service_full:
+        yield Finding.info(f"HBM ≥ {HBM_WARN_PCT:.0f} % on {len(service_full)} NPU chip(s), held "
+                           "by the vLLM service: vLLM preallocates --gpu-memory-utilization of "
+                           f"each device ({figures(service_full)})",
+                           subject=_chips([r[0] for r in service_full]), evidence=ev(service_full))
+    if other_full:
+        who = sorted({f"pid {h.pid} {h.name}" for *_, hs in other_full for h in hs}) or ["no process"]
+        yield Finding.warn(f"HBM ≥ {HBM_WARN_PCT:.0f} % on {len(other_full)} NPU chip(s) not "
+                           f"explained by the vLLM service: {figures(other_full)}; held by "
+                           f"{', '.join(who[:8])}" + (f" and {len(who) - 8} more" if len(who) > 8 else ""),
+                           subject=_chips([r[0] for r in other_full]), evidence=ev(other_full),
+                           kb="ASC-NPU-003")
+    if not other_full and not service_full:
         pcts = [100.0 * c.device_used_total[0] / c.device_used_total[1]
                 for c in smi.info.chips if c.device_used_total and c.device_used_total[1]]
         yield Finding.passed(f"highest HBM use {max(pcts):.1f} % (< {HBM_WARN_PCT:.0f} %)"
@@ -174,7 +219,8 @@ def hbm(smi: NpuSmi, procs: ServiceProcesses | None) -> Iterator[Finding]:
 
 @check("npu.processes", title="NPU memory belongs to live processes", category=Category.NPU,
        tags=("npu", "memory", "processes"), timeout=SMI_CHECK_TIMEOUT_S)
-def processes(smi: NpuSmi, host: Host, container: ContainerInfo | None) -> Iterator[Finding]:
+def processes(smi: NpuSmi, host: Host, container: ContainerInfo | None,
+              procs: ServiceProcesses | None = None) -> Iterator[Finding]:
     skip = _unusable(smi)
     if skip:
         yield skip
@@ -194,21 +240,31 @@ def processes(smi: NpuSmi, host: Host, container: ContainerInfo | None) -> Itera
     except (SourceMissing, SourceError) as exc:
         yield Finding.skip(f"cannot compare with the process table: {exc}")
         return
-    ghosts = [p for p in smi.info.processes if p.pid not in live]
     in_ctr = container is not None and container.in_container
-    for p in ghosts:
-        msg = (f"NPU {p.npu} chip {p.chip}: {p.mem_mb} MB held by pid {p.pid} ({p.name}), "
-               "which is not in the process table")
-        ev = {"pid": p.pid, "name": p.name, "mem_mb": p.mem_mb}
+    absent = [p for p in smi.info.processes if p.pid not in live]
+    mine, ghosts = owned_by_service(absent, procs, in_ctr)
+    if mine:
+        yield Finding.info(f"{len(mine)} NPU process(es) have host pids outside this container's "
+                           "pid namespace and the names of the vLLM service's processes "
+                           f"({', '.join(sorted({p.name for p in mine}))}): counted as the service's",
+                           evidence={"pids": [p.pid for p in mine]})
+    if ghosts:
+        total = sum(p.mem_mb for p in ghosts)
+        where = "; ".join(f"NPU {p.npu} chip {p.chip}: {p.mem_mb} MB held by pid {p.pid} ({p.name})"
+                          for p in ghosts[:8]) + (f"; and {len(ghosts) - 8} more" if len(ghosts) > 8 else "")
+        gev = {"ghosts": [[p.npu, p.chip, p.pid, p.name, p.mem_mb] for p in ghosts]}
+        subject = _chips(sorted({(p.npu, p.chip): p for p in ghosts}.values(), key=lambda p: (p.npu, p.chip)))
         if in_ctr:
-            yield Finding.warn(msg + " — in a container npu-smi shows host pids, so it may live "
-                               "outside this pid namespace; check on the host",
-                               subject=f"NPU {p.npu}", evidence=ev, kb="ASC-NPU-005")
+            yield Finding.warn(f"{len(ghosts)} NPU process(es) ({total} MB) are not in this process "
+                               f"table: {where} — in a container npu-smi shows host pids, so they "
+                               "may live outside this pid namespace; check on the host",
+                               subject=subject, evidence=gev, kb="ASC-NPU-005")
         else:
-            yield Finding.fail(msg + ": device memory leaked by an exited process (reset the "
-                               "NPU or find the zombie)", subject=f"NPU {p.npu}", evidence=ev,
+            yield Finding.fail(f"{len(ghosts)} NPU process(es) ({total} MB) are not in the process "
+                               f"table: {where}: device memory leaked by exited processes (reset "
+                               "the NPU or find the zombie)", subject=subject, evidence=gev,
                                kb="ASC-NPU-005")
-    if not ghosts:
+    if not absent:
         yield Finding.passed(f"all {len(smi.info.processes)} NPU process(es) are alive: {listing}",
                              evidence=ev)
     else:

@@ -164,3 +164,63 @@ def test_rules_on_310_and_a3_facts():
         assert [f.status for f in temperature(smi)] == [Status.PASS]
         assert [f.status for f in hbm(smi, None)] == [Status.PASS]
         assert smi_runs(smi)
+
+
+def _a2_eight(used_mb: int, holders: dict[int, tuple[int, str]]) -> str:
+    """An 8-NPU A2 table in the real layout of A2 above, one holder row per NPU."""
+    bar = "+===========================+===============+====================================================+\n"
+    rows = A2.split(bar)[0] + bar
+    for n in range(8):
+        rows += (f"| {n:<5} 910B1               | OK            | 94.6        49                0    / 0             |\n"
+                 f"| 0                         | 0000:C{n}:00.0  | 0           0    / 0          {used_mb:<5}/ 65536         |\n"
+                 + bar)
+    rows += ("+---------------------------+---------------+----------------------------------------------------+\n"
+             "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |\n" + bar)
+    for n, (pid, name) in sorted(holders.items()):
+        rows += (f"| {n:<7} 0                 | {pid:<13} | {name:<24} | {used_mb - 3000:<23} |\n"
+                 "+---------------------------+---------------+----------------------------------------------------+\n")
+    return rows
+
+
+def _container_service(names: list[str]):
+    from doctor.host import ProcInfo
+    from doctor.probes.devices import ContainerInfo
+    from doctor.probes.procs import ServiceProcess, ServiceProcesses
+    api = ProcInfo(7, 1, "python3", ("python3", "-m", "vllm.entrypoints.openai.api_server"))
+    kids = tuple(ProcInfo(100 + i, 7, n, (n,)) for i, n in enumerate(names))
+    return (ServiceProcesses((ServiceProcess(api, kids),)),
+            ContainerInfo(True, ("/.dockerenv",), {}), {7, *(k.pid for k in kids)})
+
+
+class _Table:
+    def __init__(self, pids):
+        self.pids = pids
+
+    def processes(self):
+        from doctor.host import ProcInfo
+        return [ProcInfo(p, 1, "x", ("x",)) for p in self.pids]
+
+
+def test_container_service_at_point_nine_is_one_info_not_sixteen_warnings():
+    """8 workers at --gpu-memory-utilization 0.9 in a container: npu-smi lists host pids."""
+    from doctor.host import CommandResult
+    from doctor.probes.npusmi import NpuSmi
+    workers = [f"VLLMWorker_TP{i}" for i in range(8)]
+    text = _a2_eight(60000, {n: (3_000_100 + n, workers[n][:15]) for n in range(8)})
+    smi = NpuSmi(("npu-smi", "info"), CommandResult(("npu-smi",), 0, text.encode(), b"", 0.1),
+                 parse_npu_smi_info(text))
+    procs, ctr, pids = _container_service(workers)
+    hb = list(hbm(smi, procs, ctr))
+    assert [f.status for f in hb] == [Status.INFO] and "8 NPU chip(s)" in hb[0].message
+    pr = [f for f in processes(smi, _Table(pids), ctr, procs) if f.status != Status.INFO]
+    assert pr == []
+    # the same table on a bare host whose process table lacks those pids: one fail, not eight
+    bare = [f for f in processes(smi, _Table({1}), None, None) if f.status == Status.FAIL]
+    assert len(bare) == 1 and "8 NPU process(es)" in bare[0].message
+    # a foreign process in the container holding a full NPU is still a warning
+    text2 = _a2_eight(60000, {0: (3_000_100, workers[0][:15]), 1: (4_000_000, "sshd")})
+    smi2 = NpuSmi(("npu-smi", "info"), CommandResult(("npu-smi",), 0, text2.encode(), b"", 0.1),
+                  parse_npu_smi_info(text2))
+    hb2 = {f.status: f for f in hbm(smi2, procs, ctr)}
+    assert Status.WARN in hb2 and "pid 4000000 sshd" in hb2[Status.WARN].message
+    assert "NPU 0" in hb2[Status.INFO].subject
