@@ -170,6 +170,25 @@ class ServiceProcess:
     def pid(self) -> int:
         return self.proc.pid
 
+    def api_url(self, default: str = "http://127.0.0.1:8000") -> str:
+        """Where this server's OpenAI API (and /health) listens.
+
+        vLLM binds ``--host``/``--port`` (default 0.0.0.0:8000) in the API process; the other
+        listening sockets of the tree are gloo/ZMQ/NCCL-style side channels, often on lower
+        ports, so "the lowest listening port" is not the API. A wildcard host is asked on
+        loopback; a server listening on a unix socket (``--uds``) has no TCP URL.
+        """
+        parts = urlsplit(default)
+        port = self.args.get("port")
+        port = int(port) if isinstance(port, str) and port.isdigit() else VLLM_DEFAULT_PORT
+        host = self.args.get("host")
+        host = host if isinstance(host, str) and host not in ("", "0.0.0.0", "::", "[::]") \
+            else (parts.hostname or "127.0.0.1")
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        scheme = "https" if self.args.get("ssl-certfile") else "http"
+        return f"{scheme}://{host}:{port}"
+
     @property
     def interpreter(self) -> str:
         """The Python that runs the server (exe, else argv[0] when it is a python)."""
@@ -224,6 +243,9 @@ def find_servers(procs: list[ProcInfo], pid: int | None) -> ServiceProcesses:
     top = [p for p in servers if p.ppid not in pids]  # a server's own re-exec is not another
     return ServiceProcesses(tuple(ServiceProcess(p, descendants(p.pid))
                                   for p in sorted(top, key=lambda p: p.pid)))
+
+
+VLLM_DEFAULT_PORT = 8000  # vllm/entrypoints/openai/cli_args.py: --port default
 
 
 def _url_port(url: str) -> int | None:

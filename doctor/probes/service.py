@@ -234,10 +234,7 @@ def gather_service_http(host: Host, options: RunOptions,
     base = options.service_url
     if not options.service_url_given and found:
         # no --service: ask the server we found, on the port it listens on
-        sp = procs.primary  # type: ignore[union-attr]
-        port = sp.listen_ports[0] if sp.listen_ports else sp.args.get("port")
-        if port and str(port).isdigit() and ":8000" in base and str(port) != "8000":
-            base = base.replace(":8000", f":{port}")
+        base = procs.primary.api_url(base)  # type: ignore[union-attr]
     http = gather_http(host, base, options.service_url_given, options.api_key)
     if not http.reachable and not options.service_url_given and not found:
         raise SourceMissing(f"vLLM service at {base}",

@@ -72,3 +72,39 @@ def test_token_counts_are_not_secrets():
     assert redact_argv(["--hf-token", "hf_x"])[1] == "<redacted>"
     assert "hf_x" not in redact_text("HF_TOKEN=hf_x TOKENIZERS_PARALLELISM=false")
     assert "false" in redact_text("HF_TOKEN=hf_x TOKENIZERS_PARALLELISM=false")
+
+
+def test_api_url_is_the_servers_own_port_not_its_lowest_listener():
+    """The engine's ZMQ / gloo sockets listen on lower ports than the API (issue 13.5)."""
+    from doctor.probes.service import gather_service_http
+    w = BundleWriter(HostInfo("h"))
+    w.process(100, 1, ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
+                       "--port", "9001"])
+    w.process(101, 100, ["VLLM::EngineCore"])
+    w.connections([Connection("inet", "tcp", ("127.0.0.1", 5555), None, "LISTEN", 101),
+                   Connection("inet", "tcp", ("127.0.0.1", 29500), None, "LISTEN", 100),
+                   Connection("inet", "tcp", ("0.0.0.0", 9001), None, "LISTEN", 100)])
+    w.http("http://127.0.0.1:9001/health", 200, b"")
+    w.http("http://127.0.0.1:9001/version", 200, b'{"version": "0.11.0"}')
+    w.http("http://127.0.0.1:9001/v1/models", 200, b'{"data": []}')
+    w.http("http://127.0.0.1:9001/metrics", 200, b"")
+    w.http("http://127.0.0.1:9001/metrics", 200, b"")
+    h = BundleHost(w.finish())
+    found = gather_service_processes(h, RunOptions())
+    assert found.primary.listen_ports == (5555, 9001, 29500)
+    assert found.primary.api_url() == "http://127.0.0.1:9001"
+    http = gather_service_http(h, RunOptions(), found)
+    assert http.base_url == "http://127.0.0.1:9001" and http.version() == "0.11.0"
+
+
+def test_api_url_defaults_and_bound_host():
+    from doctor.host import ProcInfo
+    from doctor.probes.procs import ServiceProcess, parse_vllm_args
+
+    def sp(*argv):
+        return ServiceProcess(ProcInfo(1, 0, "vllm", argv), args=parse_vllm_args(argv)[0])
+    assert sp("vllm", "serve", "m").api_url() == "http://127.0.0.1:8000"
+    assert sp("vllm", "serve", "m", "--host", "0.0.0.0").api_url() == "http://127.0.0.1:8000"
+    assert sp("vllm", "serve", "m", "--host", "10.0.0.5", "--port=8100").api_url() \
+        == "http://10.0.0.5:8100"
+    assert sp("vllm", "serve", "m", "--host", "::1").api_url() == "http://[::1]:8000"
