@@ -131,6 +131,28 @@ def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
         text.render(report, sys.stdout, kb, lang, verbose)
 
 
+# click parameter name -> RunOptions field, where they differ
+_PARAM_FIELD = {"logs": "logs", "elf_paths": "elf_paths"}
+
+
+def _with_bundle_options(host, options, ctx: click.Context):
+    """A bundle's run replays the options it was collected with, unless given again here."""
+    manifest = getattr(getattr(host, "data", None), "manifest", None)
+    if not isinstance(manifest, dict) or not ctx.params.get("bundle"):
+        return options
+    from .replay import replay_options, replayed_fields
+
+    explicit = [_PARAM_FIELD.get(n, n) for n in ctx.params
+                if ctx.get_parameter_source(n) in (click.core.ParameterSource.COMMANDLINE,
+                                                   click.core.ParameterSource.ENVIRONMENT)]
+    replayed = replay_options(manifest.get("options"), options, explicit)
+    taken = replayed_fields(options, replayed)
+    if taken:
+        click.echo("ascend-doctor: replaying the bundle's collection options: "
+                   + ", ".join(taken), err=True)
+    return replayed
+
+
 def run_report(host, options, only, skip, timeout: float | None, context=None,
                progress: bool = False):
     from .engine import DEFAULT_TIMEOUT, RunConfig, run
@@ -193,7 +215,7 @@ def check_cmd(only=(), skip=(), as_json=False, junit=None, markdown=False, fail_
               verbose=False, **kw: Any) -> None:
     """Run the checks and print a report."""
     host = open_host(kw.get("root"), kw.get("bundle"))
-    options = build_options(kw)
+    options = _with_bundle_options(host, build_options(kw), click.get_current_context())
     report = run_report(host, options, _split(only), _split(skip), kw.get("timeout"),
                         progress=not as_json)
     emit(report, as_json=as_json, junit=junit, markdown=markdown, lang=options.lang,

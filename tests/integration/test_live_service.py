@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -196,3 +197,29 @@ def test_collected_bundle_replays_the_same_service_findings(cli, tmp_path):
     assert tlb["evidence"]["minor_per_s"] > 0 and abs(tlb["evidence"]["seconds"] - 1.0) < 0.5
     assert any("KV cache 97 %" in f["message"] for f in _findings(doc, "service.metrics"))
     assert _findings(doc, "config.block-size")[0]["evidence"]["effective"] == 16
+
+
+def test_bundle_collected_with_service_and_pid_replays_with_them(cli, tmp_path):
+    """Issue 13.4: `check --bundle` asks the recorded answers the collection's questions."""
+    with fake_vllm(tmp_path) as (proc, port, _log):
+        b = tmp_path / "svc.tar.gz"
+        r = cli("collect", "-o", str(b), "--service", f"http://127.0.0.1:{port}",
+                "--pid", str(proc.pid), "--sample-seconds", "0.2",
+                "--only", "service,config", timeout=300)
+        assert r.returncode == 0, r.stderr
+    with tarfile.open(b) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))
+    assert manifest["options"]["pid"] == proc.pid
+    replay = cli("check", "--bundle", str(b), "--json", "--only", "service,config", timeout=300)
+    assert replay.returncode in (0, 1), replay.stderr
+    assert "replaying the bundle's collection options" in replay.stderr
+    got = [{"id": c["id"], "status": c["status"],
+            "findings": [[f["status"], f["message"]] for f in c["findings"]]}
+           for c in json.loads(replay.stdout)["checks"]]
+    assert got == manifest["checks_at_collection"]
+    assert any(c["id"] == "service.health" and c["status"] == "pass" for c in got)
+    # an explicit flag still wins: another pid is "no such process" in the bundle
+    other = cli("check", "--bundle", str(b), "--json", "--only", "config", "--pid", "1",
+                timeout=300)
+    doc = json.loads(other.stdout)
+    assert any("pid 1" in f["message"] for c in doc["checks"] for f in c["findings"])
