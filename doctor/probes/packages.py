@@ -8,6 +8,7 @@ files are read through the Host. Either way the result is the same dataclass.
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 
@@ -15,6 +16,7 @@ from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
 from ..options import RunOptions
 from ..registry import provider
+from .procs import ServiceProcesses
 
 WATCHED = ("torch", "torch-npu", "torchvision", "torchaudio", "vllm", "vllm-ascend",
            "triton-ascend", "transformers", "numpy")
@@ -162,8 +164,61 @@ def python_for(host: Host, options: RunOptions) -> str:
     return options.python or "python3"
 
 
+def parse_pyvenv_cfg(text: str) -> dict[str, str]:
+    """pyvenv.cfg: ``key = value`` lines (home, include-system-site-packages, version)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq:
+            out[key.strip().lower()] = value.strip()
+    return out
+
+
+def interpreter_sites(host: Host, interpreter: str) -> tuple[list[str], str]:
+    """The site-packages a server's interpreter imports from, read without running it.
+
+    A venv's bin/python is a symlink to the base interpreter (so /proc/PID/exe names the
+    base); the venv is the directory above bin/ holding pyvenv.cfg. Its own site-packages
+    come first, then the base's when ``include-system-site-packages = true``.
+    Returns (site dirs, the Python version from their path or pyvenv.cfg).
+    """
+    prefix = posixpath.dirname(posixpath.dirname(interpreter))
+    sites = list(host.glob(f"{prefix}/lib/python3*/site-packages"))
+    version = ""
+    try:
+        cfg = parse_pyvenv_cfg(host.read_text(f"{prefix}/pyvenv.cfg", 64 * 1024))
+    except (SourceMissing, SourceError):
+        cfg = {}
+    version = cfg.get("version_info") or cfg.get("version") or ""
+    if cfg.get("include-system-site-packages", "").lower() == "true" and cfg.get("home"):
+        base = posixpath.dirname(cfg["home"].rstrip("/"))
+        sites += [d for d in host.glob(f"{base}/lib/python3*/site-packages") if d not in sites]
+    if not version:
+        for d in sites:
+            part = d.split("/lib/python", 1)
+            if len(part) == 2:
+                version = part[1].split("/", 1)[0]
+                break
+    return sites, version
+
+
 @provider
-def gather_packages(host: Host, options: RunOptions) -> Packages:
+def gather_packages(host: Host, options: RunOptions,
+                    procs: ServiceProcesses | None = None) -> Packages:
+    """The packages the service imports: its interpreter's own site-packages.
+
+    A running server's interpreter is read statically (its dist-info files), never run as
+    the doctor; --python names one to ask; otherwise python3 on the host's PATH.
+    """
+    if not options.python and procs is not None and procs.primary is not None \
+            and procs.primary.interpreter.startswith("/"):
+        sp = procs.primary
+        sites, version = interpreter_sites(host, sp.interpreter)
+        if sites:
+            return Packages(version, sp.interpreter,
+                            f"dist-info of the vLLM server's interpreter {sp.interpreter} "
+                            f"(pid {sp.pid}) under {', '.join(sites)}",
+                            read_dist_infos(host, sites))
     python = python_for(host, options)
     # The same Host calls in every context, so a bundle replays what was collected.
     if host.which(python) is not None:

@@ -191,11 +191,18 @@ class ServiceProcess:
 
     @property
     def interpreter(self) -> str:
-        """The Python that runs the server (exe, else argv[0] when it is a python)."""
+        """The Python that runs the server, as the process sees it.
+
+        argv[0] first when it is an absolute python path: a venv's bin/python (or the
+        shebang interpreter of ``vllm serve``) is a symlink, so /proc/PID/exe names the base
+        interpreter and would miss the venv's site-packages. Else exe, else argv[0].
+        """
         exe = self.proc.exe or ""
+        a0 = self.proc.cmdline[0] if self.proc.cmdline else ""
+        if a0.startswith("/") and "python" in posixpath.basename(a0):
+            return a0
         if "python" in posixpath.basename(exe):
             return exe
-        a0 = self.proc.cmdline[0] if self.proc.cmdline else ""
         return a0 if "python" in posixpath.basename(a0) else exe or a0
 
 

@@ -119,7 +119,7 @@ def test_markdown_issue_body_has_collect_env_fields(cli):
     r = cli("demo", "--markdown")
     assert r.returncode == 0
     for field in ("PyTorch version: 2.13.0", "OS: Ubuntu 22.04.4 LTS", "GCC version: gcc",
-                  "Libc version: ldd (Ubuntu GLIBC 2.35", "Python version: 3.11.7",
+                  "Libc version: ldd (Ubuntu GLIBC 2.35", "Python version: 3.11",
                   "Versions of relevant libraries:", "[pip3] torch_npu==2.10.0.post4",
                   "vLLM Version: 0.23.0", "vLLM Ascend Version: 0.23.0", "ENV Variables",
                   "NPU:", "CANN:", "Model name:"):

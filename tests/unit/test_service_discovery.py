@@ -108,3 +108,30 @@ def test_api_url_defaults_and_bound_host():
     assert sp("vllm", "serve", "m", "--host", "10.0.0.5", "--port=8100").api_url() \
         == "http://10.0.0.5:8100"
     assert sp("vllm", "serve", "m", "--host", "::1").api_url() == "http://[::1]:8000"
+
+
+def test_packages_come_from_the_servers_venv_not_python3_on_path():
+    """/proc/PID/exe of a venv python is the base interpreter; argv[0] names the venv (13.3)."""
+    from doctor.probes.packages import gather_packages
+    from doctor.probes.torchimport import pick_interpreter
+    w = BundleWriter(HostInfo("h"))
+    w.process(100, 1, ["/opt/venv/bin/python3", "/opt/venv/bin/vllm", "serve", "m"],
+              exe="/usr/bin/python3.11")
+    w.file("/opt/venv/pyvenv.cfg", "home = /usr/bin\ninclude-system-site-packages = false\n"
+                                   "version = 3.11.2\n")
+    site = "/opt/venv/lib/python3.11/site-packages"
+    w.file(f"{site}/torch_npu-2.14.0.dist-info/METADATA",
+           "Metadata-Version: 2.1\nName: torch_npu\nVersion: 2.14.0\nRequires-Dist: torch==2.14.*\n")
+    w.file(f"{site}/vllm_ascend-0.23.0.dist-info/METADATA",
+           "Metadata-Version: 2.1\nName: vllm_ascend\nVersion: 0.23.0\n")
+    # the doctor's own python3 on PATH has other packages: never asked
+    w.command(["python3", "-c", "x"], '{"python": "3.9.0", "packages": {}}')
+    h = BundleHost(w.finish())
+    procs = gather_service_processes(h, RunOptions())
+    assert procs.primary.interpreter == "/opt/venv/bin/python3"
+    pkgs = gather_packages(h, RunOptions(), procs)
+    assert pkgs.python == "3.11.2" and pkgs.executable == "/opt/venv/bin/python3"
+    assert {k: p.version for k, p in pkgs.packages.items()} == {"torch-npu": "2.14.0",
+                                                                 "vllm-ascend": "0.23.0"}
+    assert "/opt/venv/bin/python3 (pid 100)" in pkgs.source
+    assert pick_interpreter(procs, RunOptions())[0] == "/opt/venv/bin/python3"

@@ -80,6 +80,23 @@ def packages_json() -> str:
                        "implementation": "CPython", "packages": pkgs})
 
 
+def dist_infos(w: BundleWriter) -> None:
+    """The same packages as installed files: what the server's interpreter imports from."""
+    for p in json.loads(packages_json())["packages"].values():
+        info = f"{SITE}/{p['name'].replace('-', '_')}-{p['version']}.dist-info"
+        meta = ["Metadata-Version: 2.1", f"Name: {p['name']}", f"Version: {p['version']}",
+                f"Requires-Python: {p['requires_python']}"]
+        meta += [f"Requires-Dist: {r}" for r in p["requires"]]
+        w.file(f"{info}/METADATA", "\n".join(meta) + "\n")
+        groups: dict[str, list[str]] = {}
+        for group, name, value in p["entry_points"]:
+            groups.setdefault(group, []).append(f"{name} = {value}")
+        if groups:
+            w.file(f"{info}/entry_points.txt",
+                   "".join(f"[{g}]\n" + "\n".join(v) + "\n\n" for g, v in groups.items()))
+        w.file(f"{info}/RECORD", "".join(f"{f},sha256=,\n" for f in p["files"]))
+
+
 def build(w: BundleWriter) -> None:
     w.file("/etc/os-release", OS_RELEASE)
     w.file("/etc/hostname", "atlas800t-a2-07\n")
@@ -96,6 +113,7 @@ def build(w: BundleWriter) -> None:
            "/usr/local/Ascend/driver/lib64\n/usr/local/Ascend/driver/lib64/common\n"
            "/usr/local/Ascend/driver/lib64/driver\n", mode=0o600)
     w.command(["python3", "-c", _SCRIPT], packages_json())
+    dist_infos(w)
     # what collect_env asks for, in the tools' real output formats
     w.command(["gcc", "--version"], "gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\n"
               "Copyright (C) 2021 Free Software Foundation, Inc.\n")
