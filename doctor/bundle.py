@@ -190,8 +190,10 @@ def _check_member(member: tarfile.TarInfo) -> None:
     """Only regular files and directories with plain relative names: a bundle never
     needs links, devices, FIFOs, absolute names or ``..`` (raise BundleError naming it)."""
     n = member.name
-    if n.startswith("/") or "\\" in n:
+    if n.startswith("/"):
         raise BundleError(f"member {n!r} has an absolute name")
+    if "\\" in n:
+        raise BundleError(f"member {n!r} has a backslash in its name")
     if ".." in n.split("/"):
         raise BundleError(f"member {n!r} has a '..' component")
     if "\0" in n or not n.strip("/."):
