@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, BinaryIO, Mapping
 
-from . import __version__
+from . import __version__, boundedjson
 from .cancel import Cancelled
 from .errors import BundleError, SourceError, SourceMissing
 from .host import (DEFAULT_HTTP_CAP, DEFAULT_OUTPUT_CAP, DEFAULT_READ_LIMIT, CommandResult,
@@ -33,6 +33,11 @@ from .redact import redact_argv, redact_bytes, redact_env, redact_environ_blob, 
 FORMAT = "ascend-doctor-bundle"
 FORMAT_VERSION = 1
 MAX_BLOB = 64 * 1024 * 1024
+# Reading bounds (a bundle is hostile input; peak RSS must stay well under 256 MiB).
+MAX_INDEX = 32 * 1024 * 1024        # manifest.json / index.json
+MAX_INFLATED = 160 * 1024 * 1024    # the whole tar after gunzip, skipped members included
+MAX_RATIO = 200                     # inflated / compressed, once past RATIO_FREE bytes
+RATIO_FREE = 8 * 1024 * 1024
 
 
 def _key(*parts: Any) -> str:
@@ -93,34 +98,48 @@ class BundleData:
 
     @classmethod
     def load(cls, path_or_bytes: "str | bytes") -> "BundleData":
+        """Read a bundle from a path or bytes. Bundles come from strangers: the tar is
+        streamed through a bounded inflater, only regular members with plain relative
+        names are accepted, and the JSON members are depth- and size-bounded; anything
+        else is a one-line BundleError."""
         name = path_or_bytes if isinstance(path_or_bytes, str) else "<bundle>"
         try:
             if isinstance(path_or_bytes, str):
-                with open(path_or_bytes, "rb") as fh:
-                    raw = fh.read()
+                fh: BinaryIO = open(path_or_bytes, "rb")
             else:
-                raw = path_or_bytes
+                fh = io.BytesIO(path_or_bytes)
         except OSError as exc:
             raise BundleError(f"cannot read bundle {name}: {exc.strerror or exc}") from None
         data = cls()
         try:
-            with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
+            with fh, tarfile.open(fileobj=_BoundedInflater(fh), mode="r|") as tar:
                 for member in tar:
-                    if not member.isfile():
+                    _check_member(member)
+                    if member.isdir():
                         continue
-                    fh = tar.extractfile(member)
-                    content = fh.read() if fh else b""
+                    cap = MAX_INDEX if member.name.endswith(".json") else MAX_BLOB
+                    if member.size > cap:
+                        raise BundleError(f"member {member.name!r} is {member.size} bytes "
+                                          f"(limit {cap})")
+                    src = tar.extractfile(member)
+                    content = src.read(member.size) if src else b""
                     if member.name == "manifest.json":
-                        data.manifest = json.loads(content)
+                        data.manifest = boundedjson.loads(content)
                     elif member.name == "index.json":
-                        data.index = json.loads(content)
+                        data.index = boundedjson.loads(content)
                     elif member.name.startswith("blobs/"):
                         data.blobs[member.name[6:]] = content
+        except BundleError as exc:
+            raise BundleError(f"{name} is refused: {exc}") from None
         except (tarfile.TarError, EOFError, OSError, zlib_error()) as exc:
-            raise BundleError(f"{name} is not a readable bundle (corrupt or truncated: {exc})"
-                              ) from None
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            if reason.startswith("file could not be opened"):
+                reason = "not a tar or tar.gz file"
+            raise BundleError(f"{name} is not a readable bundle (corrupt or truncated: "
+                              f"{reason[:160]})") from None
         except (ValueError, UnicodeDecodeError) as exc:
-            raise BundleError(f"{name}: bundle metadata is not valid JSON ({exc})") from None
+            raise BundleError(f"{name}: bundle metadata is not valid JSON "
+                              f"({str(exc)[:160]})") from None
         if not isinstance(data.manifest, dict) or data.manifest.get("format") != FORMAT:
             raise BundleError(f"{name} is not an ascend-doctor bundle (no manifest.json "
                               "with format=ascend-doctor-bundle)")
@@ -165,6 +184,90 @@ def _glob_match(path: str, pattern: str) -> bool:
 def zlib_error() -> type:
     import zlib
     return zlib.error
+
+
+def _check_member(member: tarfile.TarInfo) -> None:
+    """Only regular files and directories with plain relative names: a bundle never
+    needs links, devices, FIFOs, absolute names or ``..`` (raise BundleError naming it)."""
+    n = member.name
+    if n.startswith("/"):
+        raise BundleError(f"member {n!r} has an absolute name")
+    if "\\" in n:
+        raise BundleError(f"member {n!r} has a backslash in its name")
+    if ".." in n.split("/"):
+        raise BundleError(f"member {n!r} has a '..' component")
+    if "\0" in n or not n.strip("/."):
+        raise BundleError(f"member {n!r} has an invalid name")
+    if member.issym() or member.islnk():
+        raise BundleError(f"member {n!r} is a link (to {member.linkname!r})")
+    if member.isdev():
+        raise BundleError(f"member {n!r} is a device or FIFO")
+    if not (member.isreg() or member.isdir()):
+        raise BundleError(f"member {n!r} is not a regular file (tar type {member.type!r})")
+
+
+class _BoundedInflater(io.RawIOBase):
+    """A gzip (or plain tar) stream that inflates incrementally and stops at the caps:
+    total inflated bytes and the inflation ratio. tarfile's stream mode reads through it,
+    so skipped members count too and memory stays at one chunk's worth."""
+
+    CHUNK_IN = 64 * 1024
+    CHUNK_OUT = 256 * 1024
+
+    def __init__(self, raw: BinaryIO) -> None:
+        import zlib
+        self._raw = raw
+        self._in = 0
+        self._out = 0
+        self._inbuf = raw.read(self.CHUNK_IN)
+        self._in = len(self._inbuf)
+        self._z = (zlib.decompressobj(16 + zlib.MAX_WBITS)
+                   if self._inbuf[:2] == b"\x1f\x8b" else None)
+        self._pending = b""
+        self._pos = 0
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> None:
+        import zlib
+        out = b""
+        while not out and not self._eof:
+            if not self._inbuf:
+                self._inbuf = self._raw.read(self.CHUNK_IN)
+                self._in += len(self._inbuf)
+                if not self._inbuf:
+                    self._eof = True
+                    if self._z is not None:
+                        out = self._z.flush()
+                    break
+            if self._z is None:
+                out, self._inbuf = self._inbuf, b""
+                continue
+            out = self._z.decompress(self._inbuf, self.CHUNK_OUT)
+            self._inbuf = self._z.unconsumed_tail
+            if self._z.eof:
+                rest = self._z.unused_data.lstrip(b"\0")
+                if rest:  # concatenated gzip members
+                    self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    self._inbuf = rest
+                else:
+                    self._eof = True
+        self._pending, self._pos = out, 0
+        self._out += len(out)
+        if self._out > MAX_INFLATED:
+            raise BundleError(f"it inflates past {MAX_INFLATED >> 20} MiB")
+        if self._out > RATIO_FREE and self._out > MAX_RATIO * max(self._in, 1):
+            raise BundleError(f"it inflates more than {MAX_RATIO}:1 (a compression bomb)")
+
+    def readinto(self, b) -> int:
+        if self._pos >= len(self._pending):
+            self._fill()
+        n = min(len(b), len(self._pending) - self._pos)
+        b[:n] = self._pending[self._pos:self._pos + n]
+        self._pos += n
+        return n
 
 
 # -----------------------------------------------------------------------------------------

@@ -176,12 +176,40 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [w for v in values for w in v.split(",") if w]
 
 
+def _one_line(exc: BaseException) -> str:
+    """The error as one line (tarfile/OSError messages may span several)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
 class _Group(click.Group):
+    """Every command's errors end as one line on stderr and exit 2, never a traceback:
+    bad inputs (DoctorError, OSError, ValueError) say what was wrong; anything else is an
+    internal error. ``ASCEND_DOCTOR_DEBUG=1`` lets the exception (and traceback) through."""
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
         except DoctorError as exc:
-            _die(str(exc))
+            if os.environ.get("ASCEND_DOCTOR_DEBUG"):
+                raise
+            _die(_one_line(exc))
+        except OSError as exc:
+            if os.environ.get("ASCEND_DOCTOR_DEBUG"):
+                raise
+            where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+            _die(f"cannot use{where}: {exc.strerror or _one_line(exc)}")
+        except ValueError as exc:
+            if os.environ.get("ASCEND_DOCTOR_DEBUG"):
+                raise
+            _die(f"bad input: {_one_line(exc)}")
+        except Exception as exc:  # a bug: one line, the traceback on request
+            if os.environ.get("ASCEND_DOCTOR_DEBUG"):
+                raise
+            _die(f"internal error ({type(exc).__name__}: {_one_line(exc)}); "
+                 "rerun with ASCEND_DOCTOR_DEBUG=1 for the traceback")
 
 
 @click.group(cls=_Group, invoke_without_command=True,

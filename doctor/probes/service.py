@@ -9,11 +9,11 @@ Secrets: the API key is sent as a bearer token on /v1 only and never kept in a f
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from .. import boundedjson
 from ..errors import ParseError, SourceMissing
 from ..host import Host, HttpResponse
 from ..options import RunOptions
@@ -183,9 +183,13 @@ def _endpoint(path: str, r: HttpResponse, want_json: bool) -> Endpoint:
         error = f"connection closed mid-body after {len(r.body)} of {declared} bytes"
     if r.status is not None and want_json and 200 <= r.status < 300 and error is None:
         try:
-            doc = json.loads(r.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+            # bounded: a hostile body (a recorded /version nested 200 000 deep) errors
+            # this endpoint only, never the run or the checks sharing the fact
+            doc = boundedjson.loads(r.body)
+        except UnicodeDecodeError:
             error = f"HTTP {r.status} but the body is not JSON ({r.body[:60]!r})"
+        except ValueError as exc:
+            error = f"HTTP {r.status} but the body is not usable JSON ({str(exc)[:80]})"
     if r.truncated and error is None:
         error = f"body larger than {len(r.body)} bytes (truncated)"
     return Endpoint(path, r.status, error, r.duration_s, doc,

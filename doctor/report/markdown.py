@@ -9,8 +9,12 @@ from __future__ import annotations
 from ..model import Report, Status
 from ..redact import redact_obj, redact_text
 
-# Evidence keys any check may publish; the first finding carrying a key wins.
-ENV_KEYS = ("os", "versions", "packages", "env", "env_source", "cpu", "npu_smi", "cann_info")
+# Evidence keys any check may publish, with the shape collect_env's layout needs; the first
+# finding carrying a key *of that shape* wins (checks use the same names for other things,
+# e.g. torch_import's "env" is the name of an environment, a str, not a mapping).
+ENV_KEYS: dict[str, type | tuple[type, ...]] = {
+    "os": dict, "versions": dict, "packages": dict, "env": dict, "env_source": str,
+    "cpu": (list, tuple), "npu_smi": str, "cann_info": str}
 
 
 def render(report: Report, kb=None, lang: str = "en") -> str:
@@ -53,9 +57,12 @@ def _collect_env(report: Report) -> list[str]:
     ev: dict = {}
     for r in report.results:
         for f in r.findings:
-            for key in ENV_KEYS:
-                if key not in ev and f.evidence.get(key):
-                    ev[key] = redact_obj(f.evidence[key])
+            if not isinstance(f.evidence, dict):
+                continue
+            for key, shape in ENV_KEYS.items():
+                value = f.evidence.get(key)
+                if key not in ev and value and isinstance(value, shape):
+                    ev[key] = redact_obj(value)
     if not ev:
         return []
     osd = ev.get("os") or {}
