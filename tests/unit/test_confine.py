@@ -256,3 +256,28 @@ def test_undo_root_a_undoes_a_not_the_newest_of_another_target(tmp_path):
     assert "a.example" in b.path("/etc/hosts").read_text()
     with pytest.raises(JournalError, match="was applied to"):
         undo(jb.id, root=str(a.root))
+
+
+def test_ldconf_undo_reruns_the_recipes_ldconfig_for_that_target(sysroot, tmp_path):
+    import shutil
+    sysroot.write("/etc/ld.so.conf", "/usr/local/lib\n")
+    sysroot.write("/etc/ld.so.conf.d/ascend.conf",
+                  "/usr/local/Ascend/ascend-toolkit/latest/lib64\n"
+                  "/usr/local/Ascend/driver/lib64\n", mode=0o600)
+    sysroot.mkdir("/usr/local/Ascend/driver/lib64")
+    ctx = FixContext.for_root(str(sysroot.root))
+    plan = FixRegistry.discover().get("ldconf.ascend-conf").plan(ctx, {})
+    res = apply_plan(plan, ctx)
+    j = Journal.load(res.journal)
+    planted = tmp_path / "planted"
+    tamper(j, lambda d: d["plan"]["commands"][0].update(
+        argv=["touch", str(planted)], sysroot_argv=["touch", str(planted)]))
+    out = undo(root=str(sysroot.root))
+    assert out["write_root"] == str(sysroot.root)
+    assert [c["argv"] for c in out["commands"]] == [["ldconfig", "-r", str(sysroot.root)]]
+    assert not planted.exists()
+    if shutil.which("ldconfig"):
+        assert out["commands"][0]["rc"] == 0
+        assert sysroot.path("/etc/ld.so.cache").exists()
+    assert sysroot.path("/etc/ld.so.conf").read_text() == "/usr/local/lib\n"
+    assert stat.S_IMODE(os.stat(sysroot.path("/etc/ld.so.conf.d/ascend.conf")).st_mode) == 0o600
