@@ -8,8 +8,9 @@ point leaves either the old files or a journal that restores them byte for byte.
 from __future__ import annotations
 
 import os
+import posixpath
+import stat
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -101,21 +102,28 @@ def preflight(plan: Plan, ctx: FixContext) -> None:
     if ctx.write_root == "/" and plan.needs_root and os.geteuid() != 0:
         raise FixRefused("this fix needs root for: " + "; ".join(plan.needs_root)
                          + " (run it with sudo, or use --root on a copy)", EXIT_NEEDS_ROOT)
+    root = ctx.write_root
     for e in plan.changes:
-        real = ctx.real_path(e.path)
-        if os.path.isdir(real):
-            raise FixFailed(f"cannot write {e.path}: it is a directory")
-        probe_dir = os.path.dirname(real)
-        while not os.path.exists(probe_dir):
-            probe_dir = os.path.dirname(probe_dir)
-        if not os.path.isdir(probe_dir):
-            raise FixFailed(f"cannot write {e.path}: {probe_dir} is not a directory")
+        res = ctx.resolved(e.path)
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".ascend-doctor-probe.", dir=probe_dir)
-            os.close(fd)
-            os.unlink(tmp)
+            st = confine.lstat(root, res)
+            missing = confine.missing_dirs(root, res)
+        except DoctorError as exc:
+            raise FixFailed(f"cannot write {e.path}: {exc}; nothing was changed") from None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise FixFailed(f"cannot write {e.path}: it is a directory")
+        probe = posixpath.dirname(missing[-1] if missing else res)
+        pst = confine.lstat(root, probe)
+        if pst is None or not stat.S_ISDIR(pst.st_mode):
+            raise FixFailed(f"cannot write {e.path}: {probe} is not a directory")
+        try:  # a temp file in the deepest existing directory, through the same walk
+            with confine.parent(root, posixpath.join(probe, "x")) as (fd, _):
+                tmp = f".ascend-doctor-probe.{os.getpid()}"
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                                 0o600, dir_fd=fd))
+                os.unlink(tmp, dir_fd=fd)
         except OSError as exc:
-            raise FixFailed(f"cannot write {e.path} ({probe_dir}): "
+            raise FixFailed(f"cannot write {e.path} ({probe}): "
                             f"{exc.strerror or exc}; nothing was changed") from None
 
 

@@ -56,7 +56,18 @@ def secure_dir(create: bool = False) -> str:
     if st.st_mode & 0o077:
         raise JournalError(f"fix journal {d} has mode {st.st_mode & 0o7777:04o} (must be "
                            "0700); refusing it")
-    return d
+    # an ancestor another account can write lets it swap the whole directory
+    a = os.path.dirname(d)
+    while True:
+        ast = os.stat(a)
+        if ast.st_uid not in (0, os.geteuid()) or (ast.st_mode & 0o022 and
+                                                  not ast.st_mode & _stat.S_ISVTX):
+            raise JournalError(f"fix journal {d}: {a} is writable by another account "
+                               f"(owner uid {ast.st_uid}, mode {ast.st_mode & 0o7777:04o}); "
+                               "refusing it")
+        if a == os.path.dirname(a):
+            return d
+        a = os.path.dirname(a)
 
 
 def validate_id(jid: str) -> str:

@@ -281,3 +281,12 @@ def test_ldconf_undo_reruns_the_recipes_ldconfig_for_that_target(sysroot, tmp_pa
         assert sysroot.path("/etc/ld.so.cache").exists()
     assert sysroot.path("/etc/ld.so.conf").read_text() == "/usr/local/lib\n"
     assert stat.S_IMODE(os.stat(sysroot.path("/etc/ld.so.conf.d/ascend.conf")).st_mode) == 0o600
+
+
+def test_journal_under_a_directory_others_can_write_is_refused(sysroot, state):
+    j = applied_hosts(sysroot)
+    os.chmod(state / "ascend-doctor", 0o777)  # another account could swap journal/
+    with pytest.raises(JournalError, match="writable by another account"):
+        undo(j.id)
+    os.chmod(state / "ascend-doctor", 0o755)
+    assert undo(j.id)["restored"] == ["/etc/hosts"]
