@@ -238,7 +238,10 @@ def _targets(j: Journal) -> tuple[str, Any, list[dict[str, Any]]]:
     if spec is None:
         raise JournalError(f"fix journal {j.id}: unknown recipe {j.data.get('recipe')!r}")
     out = []
-    for t in j.data.get("targets", []):
+    targets = j.data.get("targets", [])
+    if not isinstance(targets, list):
+        raise JournalError(f"fix journal {j.id}: targets is not a list")
+    for t in targets:
         if not isinstance(t, dict):
             raise JournalError(f"fix journal {j.id}: a target is not an object")
         _check_path(j, spec, t.get("path"), "path")
@@ -252,7 +255,10 @@ def _targets(j: Journal) -> tuple[str, Any, list[dict[str, Any]]]:
                 raise JournalError(f"fix journal {j.id}: {res} would be restored with mode "
                                    f"{mode:04o} (setuid/world-writable); refusing")
             j.backup_bytes(t.get("backup"))  # validates the backup number
-        for d in t.get("created_dirs", []):
+        dirs = t.get("created_dirs", [])
+        if not isinstance(dirs, list):
+            raise JournalError(f"fix journal {j.id}: created_dirs of {res} is not a list")
+        for d in dirs:
             if not isinstance(d, str) or norm(d) != d or not res.startswith(d + "/"):
                 raise JournalError(f"fix journal {j.id}: created dir {d!r} is not a parent "
                                    f"of {res}")
@@ -266,8 +272,10 @@ def drift(j: Journal, root: str | None = None, targets: list[dict[str, Any]] | N
     import hashlib
     if root is None or targets is None:
         root, _, targets = _targets(j)
-    after = {e["path"]: e.get("after_sha256") for e in j.data.get("plan", {}).get("edits", [])
-             if isinstance(e, dict)}
+    plan = j.data.get("plan")
+    edits = plan.get("edits") if isinstance(plan, dict) else None
+    after = {e.get("path"): e.get("after_sha256") for e in (edits or [])
+             if isinstance(e, dict) and isinstance(edits, list)}
     out = []
     for t in targets:
         cur_b = confine.read_file(root, t["resolved"])

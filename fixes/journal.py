@@ -130,7 +130,7 @@ class Journal:
         try:
             data = confine.read_file(state_dir(), f"{jid}/journal.json")
             doc = json.loads(data or b"")
-        except (OSError, ValueError, DoctorError) as exc:
+        except (OSError, ValueError, RecursionError, DoctorError) as exc:
             raise JournalError(f"fix journal {path} is unreadable: {exc}") from None
         if not isinstance(doc, dict):
             raise JournalError(f"fix journal {path} is not a journal object")

@@ -290,3 +290,16 @@ def test_journal_under_a_directory_others_can_write_is_refused(sysroot, state):
         undo(j.id)
     os.chmod(state / "ascend-doctor", 0o755)
     assert undo(j.id)["restored"] == ["/etc/hosts"]
+
+
+@pytest.mark.parametrize("doc", ['{"targets": "x"', "[" * 100000, '{"recipe": "dns.hosts-pin", '
+                                 '"write_root": "/", "targets": "abc"}', '{"plan": 3}'])
+def test_malformed_journal_is_one_line_not_a_traceback(sysroot, doc):
+    j = applied_hosts(sysroot)
+    with open(os.path.join(j.dir, "journal.json"), "w") as fh:
+        fh.write(doc)
+    before = tree(sysroot.root)
+    r = CliRunner().invoke(main, ["fix", "--undo", j.id])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert tree(sysroot.root) == before
