@@ -151,7 +151,6 @@ def hosts_plan(root: str):
 def test_symlink_swapped_in_between_plan_and_apply_is_refused(sysroot, sentinel):
     sysroot.write("/etc/hosts", HOSTS)
     plan, ctx = hosts_plan(str(sysroot.root))
-    before = tree(sentinel)
     os.rename(sysroot.path("/etc"), sysroot.path("/etc.orig"))
     os.symlink(str(sentinel), sysroot.path("/etc"))
     (sentinel / "hosts").write_text(HOSTS)  # same "before" bytes: only the walk can refuse
@@ -159,6 +158,27 @@ def test_symlink_swapped_in_between_plan_and_apply_is_refused(sysroot, sentinel)
     with pytest.raises(FixFailed):
         apply_plan(plan, ctx)
     assert tree(sentinel) == before
+
+
+def test_symlink_swapped_in_after_preflight_and_backup_is_refused_at_write(sysroot, sentinel,
+                                                                          monkeypatch):
+    """The race proper: the walk at write time, not the preflight, has to catch it."""
+    sysroot.write("/etc/hosts", HOSTS)
+    (sentinel / "hosts").write_text(HOSTS)
+    plan, ctx = hosts_plan(str(sysroot.root))
+    before = tree(sentinel)
+    real_set_state = Journal.set_state
+
+    def swap(self, state, **kw):
+        real_set_state(self, state, **kw)
+        if state == "backed-up":
+            os.rename(sysroot.path("/etc"), sysroot.path("/etc.orig"))
+            os.symlink(str(sentinel), sysroot.path("/etc"))
+    monkeypatch.setattr(Journal, "set_state", swap)
+    with pytest.raises(FixFailed, match="symlink"):
+        apply_plan(plan, ctx)
+    assert tree(sentinel) == before
+    assert sysroot.path("/etc.orig/hosts").read_text() == HOSTS
 
 
 def test_file_edited_between_plan_and_apply_keeps_the_edit(sysroot):
@@ -303,3 +323,18 @@ def test_malformed_journal_is_one_line_not_a_traceback(sysroot, doc):
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     assert len(r.output.strip().splitlines()) == 1
     assert tree(sysroot.root) == before
+
+
+def test_edit_after_backup_is_refused_at_write_and_kept(sysroot, monkeypatch):
+    sysroot.write("/etc/hosts", HOSTS)
+    plan, ctx = hosts_plan(str(sysroot.root))
+    real_set_state = Journal.set_state
+
+    def edit(self, state, **kw):
+        real_set_state(self, state, **kw)
+        if state == "backed-up":
+            sysroot.write("/etc/hosts", HOSTS + "10.3.3.3 late-edit\n")
+    monkeypatch.setattr(Journal, "set_state", edit)
+    with pytest.raises(FixFailed, match="changed since the plan"):
+        apply_plan(plan, ctx)
+    assert "late-edit" in sysroot.path("/etc/hosts").read_text()
