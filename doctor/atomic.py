@@ -13,7 +13,7 @@ def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
     directory = os.path.dirname(os.path.abspath(path)) or "."
     if mode is None:
         try:
-            mode = os.stat(path).st_mode & 0o7777
+            mode = os.stat(path).st_mode & 0o777
         except FileNotFoundError:
             mode = 0o644
     fd, tmp = tempfile.mkstemp(prefix=".ascend-doctor.", dir=directory)
@@ -22,7 +22,7 @@ def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
+        os.chmod(tmp, mode & 0o777)  # never setuid/setgid/sticky
         os.replace(tmp, path)
     except BaseException:
         try:

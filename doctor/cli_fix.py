@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from .cli import EXIT_NO_VERDICT, build_options, default_lang
-from .errors import UsageError
+from .errors import DoctorError, UsageError
 
 
 def _params(values: tuple[str, ...]) -> dict[str, Any]:
@@ -130,11 +130,13 @@ def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, 
                 click.echo(f"no fix applied yet ({state_dir()})")
         return
     if undo_id is not None:
-        res = undo(None if undo_id == "latest" else undo_id, force=force)
+        target = root or demo_root
+        res = undo(None if undo_id == "latest" else undo_id, force=force,
+                   root=os.path.abspath(target) if target else None)
         if out:
             out({"undo": res})
         else:
-            click.echo(f"undid {res['journal']} ({res['recipe']}): restored "
+            click.echo(f"undid {res['journal']} ({res['recipe']}) on {res['write_root']}: restored "
                        f"{', '.join(res['restored']) or 'nothing'}"
                        + (f"; removed {', '.join(res['removed'])}" if res["removed"] else ""))
         return
@@ -240,7 +242,10 @@ def export_root_cmd(directory: str, bundle: str | None) -> None:
         data = demo_bundle_data()
     if os.path.exists(directory) and os.listdir(directory):
         raise UsageError(f"{directory} is not empty")
-    res = export_root(data, directory)
+    try:
+        res = export_root(data, directory)
+    except OSError as exc:
+        raise DoctorError(f"cannot export into {directory}: {exc.strerror or exc}") from None
     click.echo(f"wrote {res['files']} files, {res['dirs']} directories, {res['links']} links, "
                f"{res['proc']} /proc files, {res['dist_infos']} dist-infos under {res['root']}",
                err=True)

@@ -34,17 +34,34 @@ class RecipeSpec:
     func: Callable[..., Any]
     check: str | None = None  # the check whose re-run verifies the fix
     params: tuple[str, ...] = ()  # parameter names it understands (for --param help)
+    # host paths (fnmatch patterns) the recipe may write: undo restores nothing else
+    writes: tuple[str, ...] = ()
+    # commands undo runs after restoring (the recipe's own argv, never the journal's)
+    undo_commands: tuple[Any, ...] = ()
+
+    def may_write(self, path: str) -> bool:
+        """Component by component, so "*" never spans a "/" (and ".." never matches)."""
+        import fnmatch
+        comps = path.split("/")
+        if ".." in comps:
+            return False
+        return any(len(comps) == len(pat.split("/")) and
+                   all(fnmatch.fnmatchcase(c, p) for c, p in zip(comps, pat.split("/")))
+                   for pat in self.writes)
 
     def plan(self, ctx: Any, params: dict[str, Any] | None = None):
         return self.func(ctx, dict(params or {}))
 
 
 def recipe(id: str, *, title: str, check: str | None = None,
-           params: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+           params: tuple[str, ...] = (), writes: tuple[str, ...] = (),
+           undo_commands: tuple[Any, ...] = ()
+           ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark ``func(ctx: FixContext, params: dict) -> Plan`` as the recipe ``id``."""
 
     def deco(func: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(func, _RECIPE_ATTR, RecipeSpec(id, title, func, check, tuple(params)))
+        setattr(func, _RECIPE_ATTR, RecipeSpec(id, title, func, check, tuple(params),
+                                                 tuple(writes), tuple(undo_commands)))
         return func
 
     return deco

@@ -8,16 +8,18 @@ point leaves either the old files or a journal that restores them byte for byte.
 from __future__ import annotations
 
 import os
+import posixpath
+import stat
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from doctor.atomic import atomic_write
+from doctor import confine
 from doctor.errors import DoctorError
+from doctor.host import norm
 
 from .context import FixContext
-from .journal import Journal
+from .journal import Journal, JournalError
 from .plan import Plan
 
 EXIT_REFUSED = 3  # no confirmation (no terminal and no --yes)
@@ -100,21 +102,28 @@ def preflight(plan: Plan, ctx: FixContext) -> None:
     if ctx.write_root == "/" and plan.needs_root and os.geteuid() != 0:
         raise FixRefused("this fix needs root for: " + "; ".join(plan.needs_root)
                          + " (run it with sudo, or use --root on a copy)", EXIT_NEEDS_ROOT)
+    root = ctx.write_root
     for e in plan.changes:
-        real = ctx.real_path(e.path)
-        if os.path.isdir(real):
-            raise FixFailed(f"cannot write {e.path}: it is a directory")
-        probe_dir = os.path.dirname(real)
-        while not os.path.exists(probe_dir):
-            probe_dir = os.path.dirname(probe_dir)
-        if not os.path.isdir(probe_dir):
-            raise FixFailed(f"cannot write {e.path}: {probe_dir} is not a directory")
+        res = ctx.resolved(e.path)
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".ascend-doctor-probe.", dir=probe_dir)
-            os.close(fd)
-            os.unlink(tmp)
+            st = confine.lstat(root, res)
+            missing = confine.missing_dirs(root, res)
+        except DoctorError as exc:
+            raise FixFailed(f"cannot write {e.path}: {exc}; nothing was changed") from None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise FixFailed(f"cannot write {e.path}: it is a directory")
+        probe = posixpath.dirname(missing[-1] if missing else res)
+        pst = confine.lstat(root, probe)
+        if pst is None or not stat.S_ISDIR(pst.st_mode):
+            raise FixFailed(f"cannot write {e.path}: {probe} is not a directory")
+        try:  # a temp file in the deepest existing directory, through the same walk
+            with confine.parent(root, posixpath.join(probe, "x")) as (fd, _):
+                tmp = f".ascend-doctor-probe.{os.getpid()}"
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                                 0o600, dir_fd=fd))
+                os.unlink(tmp, dir_fd=fd)
         except OSError as exc:
-            raise FixFailed(f"cannot write {e.path} ({probe_dir}): "
+            raise FixFailed(f"cannot write {e.path} ({probe}): "
                             f"{exc.strerror or exc}; nothing was changed") from None
 
 
@@ -129,28 +138,38 @@ def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | No
         return ApplyResult("already-applied", verification=Verification(
             plan.verify, before, before, note=note))
     preflight(plan, ctx)
+    root = ctx.write_root
+    resolved = [ctx.resolved(e.path) for e in plan.changes]
+    expects = []
+    try:
+        for e, res in zip(plan.changes, resolved):
+            expects.append(_expect(ctx, e, res))
+    except DoctorError as exc:
+        raise FixFailed(f"{exc}; nothing was changed") from None
     journal = Journal.create(plan.recipe, {"recipe": plan.recipe, "params": plan.params,
-                                           "write_root": ctx.write_root, "kind": ctx.kind,
+                                           "write_root": root, "kind": ctx.kind,
                                            "plan": plan.to_dict()})
     written: list[str] = []
     try:
-        for e in plan.changes:
-            real = ctx.real_path(e.path)
-            created = _missing_dirs(os.path.dirname(real))
-            journal.backup(e.path, real, created)
+        for e, res in zip(plan.changes, resolved):
+            journal.backup(e.path, res, root, confine.missing_dirs(root, res))
         journal.set_state("backed-up")
         _fault("after-backup")
-        for i, e in enumerate(plan.changes):
-            real = ctx.real_path(e.path)
-            os.makedirs(os.path.dirname(real), exist_ok=True)
-            atomic_write(real, e.after, mode=e.mode)
-            os.chmod(real, e.mode)  # atomic_write honours the umask-free mode; be explicit
+        for i, (e, res, exp, t) in enumerate(zip(plan.changes, resolved, expects,
+                                                  journal.data["targets"])):
+            owner = ((t["uid"], t["gid"]) if t.get("existed") and os.geteuid() == 0 else None)
+            # the walk and the "before" comparison happen now, at write time (plan→apply race)
+            if exp is _NO_EXPECT:
+                confine.write_file(root, res, e.after, e.mode, owner=owner)
+            else:
+                confine.write_file(root, res, e.after, e.mode, expect=exp, owner=owner)
             written.append(e.path)
             if i == 0:
                 _fault("after-first-rename")
-    except OSError as exc:
+    except (OSError, DoctorError) as exc:
         journal.set_state("failed", error=str(exc))
-        raise FixFailed(f"writing failed: {exc.strerror or exc}; undo with "
+        msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise FixFailed(f"writing failed: {msg}; undo with "
                         f"`ascend-doctor fix --undo {journal.id}`", bool(written),
                         journal.id) from None
     journal.set_state("written", written=written)
@@ -161,12 +180,23 @@ def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | No
     return ApplyResult("applied", journal.id, written, ran, v)
 
 
-def _missing_dirs(d: str) -> list[str]:
-    out = []
-    while not os.path.exists(d):
-        out.append(d)
-        d = os.path.dirname(d)
-    return out
+_NO_EXPECT = object()
+
+
+def _expect(ctx: FixContext, e: Any, res: str) -> Any:
+    """The bytes the file must still hold when written (the plan's "before").
+
+    A file edited since the plan is refused, not overwritten. In an overlay the bundle is
+    the "before" until the overlay holds its own copy, so only an existing overlay file is
+    compared.
+    """
+    cur = confine.read_file(ctx.write_root, res)
+    if ctx.kind == "overlay" and cur is None:
+        return _NO_EXPECT
+    if cur != e.before:
+        raise confine.ConfinementError(ctx.write_root, e.path,
+                                       "changed since the plan was made (re-run the plan)")
+    return e.before
 
 
 def _run(c, ctx: FixContext) -> dict[str, Any]:
@@ -185,17 +215,71 @@ def _run(c, ctx: FixContext) -> dict[str, Any]:
             "stderr": r.stderr.decode("utf-8", "replace")[-2000:]}
 
 
-def drift(j: Journal) -> list[str]:
+def _check_path(j: Journal, spec: Any, p: Any, what: str) -> str:
+    if not isinstance(p, str) or not p.startswith("/") or norm(p) != p:
+        raise JournalError(f"fix journal {j.id}: {what} {p!r} is not a clean host path")
+    if not spec.may_write(p):
+        raise JournalError(f"fix journal {j.id}: {p} is not a path {spec.id} writes; "
+                           "refusing to undo")
+    return p
+
+
+def _targets(j: Journal) -> tuple[str, Any, list[dict[str, Any]]]:
+    """(write root, recipe spec, targets) of a journal, each checked against the recipe.
+
+    Why: the journal is data, never instructions: it may only name files its recipe is
+    allowed to write, under the target it was applied to, with a sane mode and owner.
+    """
+    from . import FixRegistry
+    root = j.data.get("write_root")
+    if not isinstance(root, str) or not os.path.isabs(root) or os.path.normpath(root) != root:
+        raise JournalError(f"fix journal {j.id}: write root {root!r} is not an absolute path")
+    spec = FixRegistry.discover().recipes.get(j.data.get("recipe"))  # type: ignore[arg-type]
+    if spec is None:
+        raise JournalError(f"fix journal {j.id}: unknown recipe {j.data.get('recipe')!r}")
+    out = []
+    targets = j.data.get("targets", [])
+    if not isinstance(targets, list):
+        raise JournalError(f"fix journal {j.id}: targets is not a list")
+    for t in targets:
+        if not isinstance(t, dict):
+            raise JournalError(f"fix journal {j.id}: a target is not an object")
+        _check_path(j, spec, t.get("path"), "path")
+        res = _check_path(j, spec, t.get("resolved", t.get("path")), "resolved path")
+        t = {**t, "resolved": res}
+        if t.get("existed"):
+            mode, uid, gid = t.get("mode"), t.get("uid", 0), t.get("gid", 0)
+            if not all(isinstance(x, int) and x >= 0 for x in (mode, uid, gid)):
+                raise JournalError(f"fix journal {j.id}: {res} has no valid mode/owner")
+            if mode & 0o7000 or mode & 0o002:
+                raise JournalError(f"fix journal {j.id}: {res} would be restored with mode "
+                                   f"{mode:04o} (setuid/world-writable); refusing")
+            j.backup_bytes(t.get("backup"))  # validates the backup number
+        dirs = t.get("created_dirs", [])
+        if not isinstance(dirs, list):
+            raise JournalError(f"fix journal {j.id}: created_dirs of {res} is not a list")
+        for d in dirs:
+            if not isinstance(d, str) or norm(d) != d or not res.startswith(d + "/"):
+                raise JournalError(f"fix journal {j.id}: created dir {d!r} is not a parent "
+                                   f"of {res}")
+        out.append(t)
+    return root, spec, out
+
+
+def drift(j: Journal, root: str | None = None, targets: list[dict[str, Any]] | None = None
+          ) -> list[str]:
     """Targets changed since the fix wrote them (neither the backup nor the fix's bytes)."""
     import hashlib
-    after = {e["path"]: e.get("after_sha256") for e in j.data.get("plan", {}).get("edits", [])}
+    if root is None or targets is None:
+        root, _, targets = _targets(j)
+    plan = j.data.get("plan")
+    edits = plan.get("edits") if isinstance(plan, dict) else None
+    after = {e.get("path"): e.get("after_sha256") for e in (edits or [])
+             if isinstance(e, dict) and isinstance(edits, list)}
     out = []
-    for t in j.data.get("targets", []):
-        try:
-            with open(t["real"], "rb") as fh:
-                cur = hashlib.sha256(fh.read()).hexdigest()
-        except FileNotFoundError:
-            cur = None
+    for t in targets:
+        cur_b = confine.read_file(root, t["resolved"])
+        cur = hashlib.sha256(cur_b).hexdigest() if cur_b is not None else None
         old = (hashlib.sha256(j.backup_bytes(t["backup"])).hexdigest()
                if t.get("existed") else None)
         if cur not in (old, after.get(t["path"])):
@@ -203,55 +287,41 @@ def drift(j: Journal) -> list[str]:
     return out
 
 
-def undo(jid: str | None = None, force: bool = False) -> dict[str, Any]:
+def undo(jid: str | None = None, force: bool = False, root: str | None = None
+         ) -> dict[str, Any]:
     """Restore every target of a journal (content, mode, owner); remove created files.
 
+    With ``root``, only that target's newest fix (or ``jid`` when it belongs to it).
     Refuses (unless ``force``) when a target was edited since: undo would destroy that edit.
+    Runs only the recipe's own undo commands, never anything the journal names.
     """
-    j = Journal.load(jid)
+    j = Journal.load(jid, root)
     if j.data.get("state") == "undone":
         raise DoctorError(f"fix {j.id} was already undone")
-    changed = drift(j)
+    write_root, spec, targets = _targets(j)
+    changed = drift(j, write_root, targets)
     if changed and not force:
-        raise DoctorError(f"{', '.join(changed)} changed after fix {j.id} wrote it; undo "
-                          "would discard that change (pass --force to restore anyway)")
+        raise DoctorError(f"{', '.join(changed)} changed after fix {j.id} wrote it (target "
+                          f"{write_root}); undo would discard that change (pass --force to "
+                          "restore anyway)")
     restored, removed = [], []
-    for t in reversed(j.data.get("targets", [])):
-        real = t["real"]
+    for t in reversed(targets):
+        res = t["resolved"]
         if t.get("existed"):
             data = j.backup_bytes(t["backup"])
-            cur = None
-            try:
-                with open(real, "rb") as fh:
-                    cur = fh.read()
-            except OSError:
-                pass
-            if cur != data or (os.path.exists(real) and
-                               (os.lstat(real).st_mode & 0o7777) != t["mode"]):
-                os.makedirs(os.path.dirname(real), exist_ok=True)
-                atomic_write(real, data, mode=t["mode"])
-            os.chmod(real, t["mode"])
-            if os.geteuid() == 0:
-                os.chown(real, t.get("uid", 0), t.get("gid", 0))
+            owner = (t.get("uid", 0), t.get("gid", 0)) if os.geteuid() == 0 else None
+            confine.write_file(write_root, res, data, t["mode"] & 0o777, owner=owner)
             restored.append(t["path"])
         else:
-            if os.path.lexists(real):
-                os.unlink(real)
+            if confine.remove(write_root, res):
                 removed.append(t["path"])
             for d in t.get("created_dirs", []):
-                try:
-                    os.rmdir(d)
-                except OSError:
-                    pass
-    # the plan's commands reload what the files say (ldconfig, sysctl --system, systemctl)
-    from .plan import Command
-    rerun_ctx = FixContext(host=None, write_root=j.data.get("write_root", "/"),  # type: ignore
-                           kind=j.data.get("kind", "live"))
-    ran = [_run(Command(tuple(c["argv"]), c.get("why", ""),
-                        tuple(c["sysroot_argv"]) if c.get("sysroot_argv") else None,
-                        c.get("sysroot_skip")), rerun_ctx)
-           for c in j.data.get("plan", {}).get("commands", [])
-           if j.data.get("state") in ("written", "applied")]
+                confine.remove_empty_dir(write_root, d)
+    kind = "live" if write_root == "/" else ("overlay" if j.data.get("kind") == "overlay"
+                                               else "sysroot")
+    rerun_ctx = FixContext(host=None, write_root=write_root, kind=kind)  # type: ignore
+    ran = [_run(c, rerun_ctx) for c in spec.undo_commands
+           if j.data.get("state") in ("written", "applied", "failed")]
     j.set_state("undone", restored=restored, removed=removed, undo_commands=ran)
     return {"journal": j.id, "recipe": j.data.get("recipe"), "restored": restored,
-            "removed": removed, "write_root": j.data.get("write_root"), "commands": ran}
+            "removed": removed, "write_root": write_root, "commands": ran}

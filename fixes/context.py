@@ -64,13 +64,22 @@ class FixContext:
         return self._store.get(fact_type)
 
     # -- writing -----------------------------------------------------------------------
-    def real_path(self, path: str) -> str:
-        """Where a host path is written: symlinks followed inside the root."""
+    def resolved(self, path: str) -> str:
+        """The host path a write of ``path`` lands on (the host's symlinks resolved).
+
+        The answer is only a name: the write itself walks it component by component under
+        ``write_root`` (doctor.confine), so a realpath answer cannot lead out of the target.
+        """
         p = norm(path)
         try:
-            p = self.host.realpath(p)
+            p = norm(self.host.realpath(p))
         except (SourceMissing, SourceError):
             pass
+        return p
+
+    def real_path(self, path: str) -> str:
+        """Where a host path is written: symlinks followed inside the root."""
+        p = self.resolved(path)
         if self.write_root == "/":
             return p
         return os.path.join(self.write_root, p.lstrip("/"))

@@ -1,6 +1,7 @@
 """The fix journal: one directory per applied plan, written *before* anything changes.
 
-``$XDG_STATE_HOME/ascend-doctor/journal/<id>/`` holds ``journal.json`` (the plan, the write
+``$XDG_STATE_HOME/ascend-doctor/journal/<seq>-<stamp>-<recipe>-<hex>/`` (a 0700 directory
+owned by the user, verified before use) holds ``journal.json`` (the plan, the write
 root, each target's backup entry, the state) and ``backups/<n>`` (the old bytes). Undo
 needs nothing else, so a crash after the backups leaves a restorable journal.
 """
@@ -8,13 +9,24 @@ needs nothing else, so a crash after the backups leaves a restorable journal.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
+import re
 import secrets
+import stat as _stat
 from typing import Any
 
-from doctor.atomic import atomic_write
+from doctor import confine
 from doctor.errors import DoctorError
+
+
+# <seq>-<UTC stamp>-<recipe>-<6 hex>: ordered by the sequence number, never a path
+ID_RE = re.compile(r"^[0-9]{6,12}-[0-9]{8}T[0-9]{6}Z-[a-z0-9][a-z0-9._-]{0,63}-[0-9a-f]{6}$")
+
+
+class JournalError(DoctorError):
+    """The journal (its directory, an id, an entry) is not trustworthy: nothing is done."""
 
 
 def state_dir() -> str:
@@ -23,84 +35,149 @@ def state_dir() -> str:
     return os.path.join(base, "ascend-doctor", "journal")
 
 
+def secure_dir(create: bool = False) -> str:
+    """The journal directory, verified: a real directory owned by us (root when root), 0700.
+
+    Why: undo restores files as root from what this directory holds; a directory another
+    account can write is an instruction list from that account.
+    """
+    d = state_dir()
+    if create and not os.path.lexists(d):
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        return d
+    if not _stat.S_ISDIR(st.st_mode):
+        raise JournalError(f"fix journal {d} is not a directory (a symlink?); refusing it")
+    if st.st_uid != os.geteuid():
+        raise JournalError(f"fix journal {d} is owned by uid {st.st_uid}, not "
+                           f"{os.geteuid()}; refusing it")
+    if st.st_mode & 0o077:
+        raise JournalError(f"fix journal {d} has mode {st.st_mode & 0o7777:04o} (must be "
+                           "0700); refusing it")
+    # an ancestor another account can write lets it swap the whole directory
+    a = os.path.dirname(d)
+    while True:
+        ast = os.stat(a)
+        if ast.st_uid not in (0, os.geteuid()) or (ast.st_mode & 0o022 and
+                                                  not ast.st_mode & _stat.S_ISVTX):
+            raise JournalError(f"fix journal {d}: {a} is writable by another account "
+                               f"(owner uid {ast.st_uid}, mode {ast.st_mode & 0o7777:04o}); "
+                               "refusing it")
+        if a == os.path.dirname(a):
+            return d
+        a = os.path.dirname(a)
+
+
+def validate_id(jid: str) -> str:
+    if not isinstance(jid, str) or ".." in jid or "/" in jid or not ID_RE.match(jid):
+        raise JournalError(f"{jid!r} is not a fix journal id")
+    return jid
+
+
+def _seq(jid: str) -> int:
+    return int(jid.split("-", 1)[0])
+
+
 def new_id(recipe: str) -> str:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-{recipe}-{secrets.token_hex(3)}"
+    seq = max((_seq(j) for j in list_ids()), default=0) + 1
+    safe = re.sub(r"[^a-z0-9._-]", "-", recipe.lower()).replace("..", "-")[:64] or "fix"
+    return f"{seq:06d}-{stamp}-{safe}-{secrets.token_hex(3)}"
 
 
 class Journal:
     def __init__(self, jid: str, data: dict[str, Any]) -> None:
-        self.id = jid
+        self.id = validate_id(jid)
         self.dir = os.path.join(state_dir(), jid)
         self.data = data
 
     @classmethod
     def create(cls, recipe: str, doc: dict[str, Any]) -> "Journal":
-        j = cls(new_id(recipe), {**doc, "state": "started", "targets": []})
-        os.makedirs(os.path.join(j.dir, "backups"), mode=0o700, exist_ok=False)
+        secure_dir(create=True)
+        jid = new_id(recipe)
+        j = cls(jid, {**doc, "seq": _seq(jid), "state": "started", "targets": []})
+        os.mkdir(j.dir, 0o700)
+        os.mkdir(os.path.join(j.dir, "backups"), 0o700)
         j.save()
         return j
 
     @classmethod
-    def load(cls, jid: str | None = None) -> "Journal":
-        """A journal by id, or the newest one not yet undone."""
-        root = state_dir()
+    def load(cls, jid: str | None = None, root: str | None = None) -> "Journal":
+        """A journal by id, or the newest one not yet undone (of ``root`` when given)."""
+        d = secure_dir()
+        want = os.path.abspath(root) if root else None
         if jid:
-            path = os.path.join(root, jid, "journal.json")
-            if not os.path.exists(path):
-                raise DoctorError(f"no fix journal {jid!r} under {root}")
-        else:
-            cands = [j for j in list_ids() if Journal._read(j).get("state") != "undone"]
-            if not cands:
-                raise DoctorError(f"no fix to undo (journal {root} is empty)")
-            jid = cands[-1]
-        return cls(jid, cls._read(jid))
+            validate_id(jid)
+            if not os.path.exists(os.path.join(d, jid, "journal.json")):
+                raise DoctorError(f"no fix journal {jid!r} under {d}")
+            j = cls(jid, cls._read(jid))
+            if want and j.data.get("write_root") != want:
+                raise JournalError(f"fix {jid} was applied to {j.data.get('write_root')}, "
+                                   f"not {want}")
+            return j
+        cands = [j for j in list_ids() if Journal._read(j).get("state") != "undone"
+                 and (want is None or Journal._read(j).get("write_root") == want)]
+        if not cands:
+            where = f" for {want}" if want else ""
+            raise DoctorError(f"no fix to undo{where} (journal {d})")
+        return cls(cands[-1], cls._read(cands[-1]))
 
     @staticmethod
     def _read(jid: str) -> dict[str, Any]:
-        path = os.path.join(state_dir(), jid, "journal.json")
+        path = os.path.join(state_dir(), validate_id(jid), "journal.json")
         try:
-            with open(path, "rb") as fh:
-                return json.loads(fh.read())
-        except (OSError, ValueError) as exc:
-            raise DoctorError(f"fix journal {path} is unreadable: {exc}") from None
+            data = confine.read_file(state_dir(), f"{jid}/journal.json")
+            doc = json.loads(data or b"")
+        except (OSError, ValueError, RecursionError, DoctorError) as exc:
+            raise JournalError(f"fix journal {path} is unreadable: {exc}") from None
+        if not isinstance(doc, dict):
+            raise JournalError(f"fix journal {path} is not a journal object")
+        return doc
 
     def save(self) -> None:
-        atomic_write(os.path.join(self.dir, "journal.json"),
-                     json.dumps(self.data, indent=1, sort_keys=True).encode(), mode=0o600)
+        confine.write_file(state_dir(), f"{self.id}/journal.json",
+                           json.dumps(self.data, indent=1, sort_keys=True).encode(), 0o600)
 
     def set_state(self, state: str, **extra: Any) -> None:
         self.data["state"] = state
         self.data.update(extra)
         self.save()
 
-    def backup(self, host_path: str, real: str, created_dirs: list[str]) -> None:
-        """Copy the target's bytes and mode into the journal (fsync'd) before it changes."""
+    def backup(self, host_path: str, resolved: str, root: str, created_dirs: list[str]) -> None:
+        """Copy the target's bytes, mode and owner into the journal (fsync'd) before it
+        changes; read through the same confinement the write will use."""
         n = len(self.data["targets"])
-        entry: dict[str, Any] = {"path": host_path, "real": real, "existed": False,
-                                 "created_dirs": created_dirs}
-        try:
-            st = os.lstat(real)
-        except FileNotFoundError:
-            st = None
+        entry: dict[str, Any] = {"path": host_path, "resolved": resolved,
+                                 "real": os.path.join(root, resolved.lstrip("/")),
+                                 "existed": False, "created_dirs": created_dirs}
+        st = confine.lstat(root, resolved)
         if st is not None:
-            with open(real, "rb") as fh:
-                data = fh.read()
-            blob = os.path.join(self.dir, "backups", str(n))
-            atomic_write(blob, data, mode=0o600)
-            entry.update(existed=True, backup=str(n), mode=st.st_mode & 0o7777, uid=st.st_uid,
-                         gid=st.st_gid, size=len(data))
+            data = confine.read_file(root, resolved) or b""
+            confine.write_file(state_dir(), f"{self.id}/backups/{n}", data, 0o600)
+            entry.update(existed=True, backup=str(n), mode=st.st_mode & 0o777, uid=st.st_uid,
+                         gid=st.st_gid, size=len(data),
+                         sha256=hashlib.sha256(data).hexdigest())
         self.data["targets"].append(entry)
         self.save()
 
-    def backup_bytes(self, n: str) -> bytes:
-        with open(os.path.join(self.dir, "backups", n), "rb") as fh:
-            return fh.read()
+    def backup_bytes(self, n: Any) -> bytes:
+        if not isinstance(n, str) or not n.isdigit():
+            raise JournalError(f"fix journal {self.id}: backup {n!r} is not a backup number")
+        data = confine.read_file(state_dir(), f"{self.id}/backups/{n}")
+        if data is None:
+            raise JournalError(f"fix journal {self.id}: backup {n} is missing")
+        return data
 
 
 def list_ids() -> list[str]:
+    """Valid journal ids, oldest first (by sequence number)."""
+    d = secure_dir()
     try:
-        return sorted(d for d in os.listdir(state_dir())
-                      if os.path.exists(os.path.join(state_dir(), d, "journal.json")))
+        names = os.listdir(d)
     except FileNotFoundError:
         return []
+    ok = [n for n in names if ID_RE.match(n) and ".." not in n
+          and os.path.exists(os.path.join(d, n, "journal.json"))]
+    return sorted(ok, key=lambda n: (_seq(n), n))

@@ -103,7 +103,10 @@ def _service_cmdline(ctx: FixContext, params: dict) -> str | None:
 
 
 @recipe("service.env", title="Give the vLLM service the environment of set_env.sh",
-        check="libacl.resolve", params=("unit", "toolkit", "arch", "cmdline"))
+        check="libacl.resolve", params=("unit", "toolkit", "arch", "cmdline"),
+        writes=(f"/etc/systemd/system/*.d/{DROPIN_NAME}", ENV_FILE),
+        undo_commands=(Command(("systemctl", "daemon-reload"), "reload the restored units",
+                               sysroot_skip="systemd of a sysroot is not running"),))
 def service_env(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "libacl.resolve"
     plan = Plan("service.env", "Give the vLLM service the environment of set_env.sh", params,
@@ -170,7 +173,10 @@ def rewrite_flags(argv: list[str], flags: dict[str, str | None]) -> list[str]:
 
 
 @recipe("service.launch-flags", title="Correct the vLLM launch flags",
-        check="config.block-size", params=("flags", "set", "remove", "unit", "cmdline"))
+        check="config.block-size", params=("flags", "set", "remove", "unit", "cmdline"),
+        writes=tuple(f"{d}/*.service" for d in UNIT_DIRS),
+        undo_commands=(Command(("systemctl", "daemon-reload"), "reload the restored units",
+                               sysroot_skip="systemd of a sysroot is not running"),))
 def launch_flags(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "config.block-size"
     flags = dict(params.get("flags") or {})

@@ -24,7 +24,9 @@ def current_mode(text: str) -> str | None:
 
 
 @recipe("tlb.hugepages", title="Transparent hugepages / hugepage pool, persistent",
-        check="tlb.hugepages", params=("thp", "nr_hugepages"))
+        check="tlb.hugepages", params=("thp", "nr_hugepages"), writes=(TMPFILES, SYSCTL),
+        undo_commands=(Command(("sysctl", "--system"), "reload the restored settings",
+                               sysroot_skip="a sysroot's kernel settings are not live"),))
 def hugepages(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "tlb.hugepages"
     mode = str(params.get("thp") or "always")
