@@ -15,6 +15,8 @@ from typing import Iterator
 
 from packaging.version import InvalidVersion, Version
 
+from doctor.errors import SourceError, SourceMissing
+from doctor.facts import FactFailed, FactStore
 from doctor.model import Category, Finding
 from doctor.probes.packages import Packages
 from doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
@@ -125,7 +127,20 @@ def launch(procs: ServiceProcesses) -> Iterator[Finding]:
 @check("config.block-size", title="KV block size: requested, effective, and TLB pressure",
        category=Category.CONFIG, tags=("service", "config", "tlb"), timeout=15.0)
 def block_size(procs: ServiceProcesses | None, http: ServiceHttp | None,
-               pkgs: Packages | None) -> Iterator[Finding]:
+               facts: FactStore) -> Iterator[Finding]:
+    """The package listing only sharpens the prediction (vllm-ascend's version): asked for
+    here, tolerantly, so a listing that failed or timed out never makes this check error."""
+    try:
+        pkgs: Packages | None = facts.get(Packages)
+        unknown = None
+    except (SourceMissing, SourceError, FactFailed) as exc:
+        pkgs, unknown = None, str(exc)
+    yield from block_size_from(procs, http, pkgs, unknown)
+
+
+def block_size_from(procs: ServiceProcesses | None, http: ServiceHttp | None,
+                    pkgs: Packages | None, unknown: str | None = None) -> Iterator[Finding]:
+    """config.block-size on given facts; ``unknown`` says why the packages are missing."""
     cc = cache_config(http)
     servers = _servers(procs)
     if not servers and not cc:
@@ -148,6 +163,9 @@ def block_size(procs: ServiceProcesses | None, http: ServiceHttp | None,
         ev = {"requested": requested, "effective": effective, "predicted": predicted,
               "reason": why, "vllm_ascend": str(va) if va else None, "model": model,
               "prefix_caching": pc, "chunked_prefill": cp}
+        if unknown:
+            why += f"; vllm-ascend version unknown ({unknown})"
+            ev["packages_error"] = unknown
         dsv4 = bool(_DSV4.search(model or ""))
         good = 32 if (dsv4 or va is None or va < Version("0.11")) else 128
         if runs == 16:

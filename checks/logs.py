@@ -78,7 +78,7 @@ def signatures(host: Host, sources: LogSources) -> Iterator[Finding]:
                                 subject=lf.path, evidence={"path": lf.path, "reason": lf.error})
             continue
         try:
-            fh = host.open_stream(lf.path)
+            fh = sources.open(host, lf)
         except (SourceMissing, SourceError) as exc:
             yield Finding.error(f"cannot read log {lf.path} ({lf.origin}): {exc.reason}",
                                 subject=lf.path, evidence={"path": lf.path, "reason": exc.reason})

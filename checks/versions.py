@@ -58,12 +58,19 @@ def pins(pkgs: Packages) -> Iterator[Finding]:
                 evidence={"requirement": str(req), "installed": dep.version,
                           "versions": found}, kb="ASC-VER-001", fix="versions.pip-match",
                 fix_params={"package": req.name, "requirement": str(req)})
-    if not broken:
-        yield Finding.passed(
-            "every pin of " + ", ".join(f"{n} {v}" for n, v in found.items() if n in PINNED_BY)
-            + " holds" if any(n in PINNED_BY for n in found) else
-            "none of torch, torch_npu, vllm, vllm-ascend is installed in this interpreter",
-            evidence={"versions": found, "python": pkgs.python, "source": pkgs.source})
+    if broken:
+        return
+    owners = [n for n in PINNED_BY if n in found]
+    if not owners:  # absence is not health: nothing was checked
+        yield Finding.skip(
+            f"none of {', '.join(PINNED_BY)} is installed in {pkgs.source} (Python "
+            f"{pkgs.python}): no pins to check",
+            evidence={"absent": list(PINNED_BY), "versions": found, "python": pkgs.python,
+                      "source": pkgs.source})
+        return
+    yield Finding.passed(
+        "every pin of " + ", ".join(f"{n} {found[n]}" for n in owners) + " holds",
+        evidence={"versions": found, "python": pkgs.python, "source": pkgs.source})
 
 
 # -- the knowledge-base matrix, the driver, the platform plugin, the chip -------------------
@@ -201,9 +208,16 @@ def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
         what = ", ".join(f"{n} {v}" for n, v in found.items() if v)
         if toolkit:
             what += f", CANN {toolkit}"
-        yield Finding.passed(f"{what}: consistent with the compatibility matrix" if checked else
-                             f"nothing to compare against the matrix ({what or 'no stack installed'})",
-                             evidence={"versions": found, "cann": toolkit})
+        if checked:
+            yield Finding.passed(f"{what}: consistent with the compatibility matrix",
+                                 evidence={"versions": found, "cann": toolkit})
+            return
+        absent = [n for n, v in found.items() if not v] + ([] if toolkit else ["CANN toolkit"])
+        parts = ([f"{', '.join(absent)} not found"] if absent else []) + (
+            [f"{what} not in knowledge/compat.toml"] if what else [])
+        yield Finding.skip(f"nothing to compare against the matrix: {'; '.join(parts)} "
+                           f"(packages from {pkgs.source})",
+                           evidence={"versions": found, "cann": toolkit, "absent": absent})
 
 
 @check("versions.driver-cann", title="The NPU driver accepts the installed CANN toolkit",

@@ -73,16 +73,24 @@ def input_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def _user_path(p: str | None) -> str | None:
+    """A file the user named: relative to the current directory, as the shell meant it."""
+    return os.path.abspath(p) if p else p
+
+
 def build_options(kw: dict[str, Any]):
     from .options import RunOptions
 
     return RunOptions(
         service_url=(kw.get("service_url") or "http://127.0.0.1:8000").rstrip("/"),
         service_url_given=bool(kw.get("service_url")), pid=kw.get("pid"),
-        api_key=kw.get("api_key"), pcap=kw.get("pcap"), sniff_seconds=kw.get("sniff_seconds"),
-        iface=kw.get("iface"), profile_dir=kw.get("profile_dir"),
-        block_audit=kw.get("block_audit"), logs=tuple(kw.get("logs") or ()),
-        elf_paths=tuple(kw.get("elf_paths") or ()), sample_seconds=kw.get("sample_seconds", 3.0),
+        api_key=kw.get("api_key"), pcap=_user_path(kw.get("pcap")),
+        sniff_seconds=kw.get("sniff_seconds"),
+        iface=kw.get("iface"), profile_dir=_user_path(kw.get("profile_dir")),
+        block_audit=_user_path(kw.get("block_audit")),
+        logs=tuple(os.path.abspath(p) for p in kw.get("logs") or ()),
+        elf_paths=tuple(os.path.abspath(p) for p in kw.get("elf_paths") or ()),
+        sample_seconds=kw.get("sample_seconds", 3.0),
         watch_seconds=kw.get("watch_seconds"),
         # a relative interpreter path (.venv/bin/python) means the one under the cwd
         python=(os.path.abspath(kw["python"]) if kw.get("python") and "/" in kw["python"]
@@ -248,7 +256,27 @@ def check_cmd(only=(), skip=(), as_json=False, junit=None, markdown=False, fail_
                         progress=not as_json)
     emit(report, as_json=as_json, junit=junit, markdown=markdown, lang=options.lang,
          verbose=verbose)
-    sys.exit(report.exit_code(fail_on))
+    sys.exit(max(report.exit_code(fail_on), 1 if unreadable_inputs(report, options) else 0))
+
+
+def unreadable_inputs(report, options) -> list[str]:
+    """The user-named inputs an ``error`` finding says could not be read: the run asked for
+    an analysis it did not do, so it must not exit 0."""
+    from .model import Status
+
+    named = {f"{flag} {p}" for flag, p in (("--pcap", options.pcap),
+                                           ("--profile", options.profile_dir),
+                                           ("--block-audit", options.block_audit)) if p}
+    logs = set(options.logs)
+    out = []
+    for _r, f in report.findings():
+        if f.status != Status.ERROR:
+            continue
+        ev = f.evidence if isinstance(f.evidence, dict) else {}
+        src, path = str(ev.get("source", "")), ev.get("path")
+        if src in named or (path in logs):
+            out.append(src or str(path))
+    return out
 
 
 @main.command("list")

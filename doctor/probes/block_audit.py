@@ -16,8 +16,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, Union
 
-from ..errors import SourceMissing
+from ..errors import SourceError, SourceMissing
 from ..host import Host
+from ..inputs import input_error, user_files
 from ..options import RunOptions
 from ..registry import provider
 from .procs import ServiceEnv
@@ -331,8 +332,12 @@ class BlockAuditLog:
 @provider
 def gather_block_audit(host: Host, options: RunOptions, env: ServiceEnv | None) -> BlockAuditLog:
     if options.block_audit:
-        paths = [options.block_audit]
-        origin = "--block-audit"
+        files = user_files(host)  # the user's file, not a path inside a sysroot
+        try:
+            files.stat(options.block_audit)
+        except (SourceMissing, SourceError) as exc:
+            raise input_error("--block-audit", options.block_audit, exc) from None
+        return BlockAuditLog((options.block_audit,), "--block-audit", files.open_stream)
     else:
         named = (env.env.get(ENV, "").strip() if env is not None else "")
         if not named:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host, ProcInfo
+from ..inputs import input_error, user_files
 from ..options import RunOptions
 from ..registry import provider
 from .dnsstats import DnsTraffic, analyse_capture
@@ -52,7 +53,10 @@ def gather_dns_traffic(host: Host, options: RunOptions) -> DnsTraffic:
     _, port = service_target(options.service_url)
     if options.pcap:
         source = options.pcap
-        stream = host.open_stream(options.pcap)
+        try:
+            stream = user_files(host).open_stream(options.pcap)
+        except (SourceMissing, SourceError) as exc:
+            raise input_error("--pcap", options.pcap, exc) from None
     elif options.sniff_seconds:
         iface = options.iface or "any"
         source = f"live capture on {iface} for {options.sniff_seconds:g} s ({capture_filter(port)})"

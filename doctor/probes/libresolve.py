@@ -408,11 +408,51 @@ def torch_preload(host: Host, pkgs: Packages | None) -> tuple[tuple[str, ...], d
 HOST_MACHINES = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64", "arm64": "EM_AARCH64"}
 
 
+IMPORT_ORDER = ("torch", "torch-npu", "vllm-ascend")  # what a vLLM-Ascend process imports first
+
+
+def _canon(pkg: str) -> str:
+    return pkg.replace("_", "-").lower()
+
+
+def _top_level(pkg: str, path: str) -> bool:
+    """A package's own top-level extension (``torch_npu/_C*.so``, ``vllm_ascend/*.so``):
+    what ``import <pkg>`` itself dlopens before any submodule's extension."""
+    return posixpath.basename(posixpath.dirname(path)) == pkg.replace("-", "_")
+
+
+def load_order(targets: list[tuple[str, str]], torch_pre: tuple[str, ...]
+               ) -> dict[str, tuple[str, ...]]:
+    """For each package in IMPORT_ORDER, the objects a real process has already loaded when
+    that package's non-top-level extensions are dlopened: torch's libraries, then each
+    earlier package's top-level extensions, then the package's own top-level ones (their
+    resolved DT_NEEDED closures come with them in ``Resolver.closure``). ld.so reuses a
+    loaded soname, so anything in here satisfies a later object's DT_NEEDED."""
+    stages: dict[str, tuple[str, ...]] = {}
+    loaded: tuple[str, ...] = torch_pre
+    for pkg in IMPORT_ORDER:
+        own = tuple(t for p, t in targets if _canon(p) == pkg and _top_level(pkg, t))
+        stages[pkg] = loaded  # before `import pkg`
+        loaded = loaded + own
+        stages[pkg + ":after"] = loaded  # after `import pkg`
+    return stages
+
+
+def preload_for(pkg: str, target: str, stages: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """What is loaded when ``target`` (a file of ``pkg``) is dlopened in a real process."""
+    canon = _canon(pkg)
+    if canon not in IMPORT_ORDER:
+        return ()  # an --elf path outside the known packages: resolved on its own
+    key = canon if _top_level(canon, target) else canon + ":after"
+    return tuple(t for t in stages[key] if t != target)
+
+
 def resolve_targets(host: Host, targets: list[tuple[str, str]], env: ServiceEnv,
                     cache: LdCache | None, pkgs: Packages | None) -> LibResolution:
-    """Resolve every target; torch_npu/vllm_ascend ones in a process that imported torch.
-    Targets built for another machine (vllm_ascend ships AArch64 AICPU kernels that run on
-    the NPU's own cores) are noted, not resolved."""
+    """Resolve every target in the load order of a real process (`import torch`, then
+    `import torch_npu`, then `import vllm_ascend`; see ``load_order``). Targets built for
+    another machine (vllm_ascend ships AArch64 AICPU kernels that run on the NPU's own
+    cores) are noted, not resolved."""
     machine = HOST_MACHINES.get(host.info().arch or "x86_64", "EM_X86_64")
     dirs, lib = default_dirs_for(host, machine)
     plat = _TRIPLES.get(machine, ("", "x86_64"))[1]
@@ -423,24 +463,25 @@ def resolve_targets(host: Host, targets: list[tuple[str, str]], env: ServiceEnv,
     ctx = SearchContext(llp, dirs, lib, plat, posixpath.dirname(main) if main else None, main)
     res = Resolver(host, cache, ctx)
     pre, provided, note = torch_preload(host, pkgs)
-    npu_lib = None
-    for pkg, t in targets:
-        if pkg.replace("_", "-").lower() == "torch-npu" and t.endswith("/torch_npu/lib/libtorch_npu.so"):
-            npu_lib = t
+
+    def native(t: str) -> bool:
+        h = res.header(t)
+        return not (isinstance(h, ElfHeader) and h.machine != machine)
+
+    stages = load_order([(p, t) for p, t in targets if native(t)], pre)
     closures = []
     for pkg, t in targets:
-        canon = pkg.replace("_", "-").lower()
         h = res.header(t)
         if isinstance(h, ElfHeader) and (h.machine != machine):
             closures.append(Closure(t, (), (), None, pkg,
                                     foreign=f"built for {h.machine}, this host is {machine}: "
                                             "not loaded by the host's ld.so"))
             continue
-        if canon in TARGET_PACKAGES:
-            extra = (npu_lib,) if canon == "vllm-ascend" and npu_lib else ()
-            closures.append(res.closure(t, pre + extra, provided, pkg))
-        else:
-            closures.append(res.closure(t, (), {}, pkg))
+        inside = _canon(pkg) in IMPORT_ORDER
+        closures.append(res.closure(t, preload_for(pkg, t, stages), provided if inside else {},
+                                    pkg))
+    note += ("; each extension is resolved after what `import torch`, `import torch_npu`, "
+             "`import vllm_ascend` load before it (a loaded soname is reused)")
     return LibResolution(tuple(closures), env.source, llp, dirs,
                          cache.source if cache is not None else None, note, env.pid)
 

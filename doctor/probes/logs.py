@@ -13,6 +13,7 @@ from typing import BinaryIO, Iterator
 
 from ..errors import SourceError, SourceMissing
 from ..host import Host
+from ..inputs import user_files
 from ..options import RunOptions
 from ..registry import provider
 from .procs import ServiceProcesses
@@ -32,6 +33,12 @@ class LogFile:
 @dataclass(frozen=True)
 class LogSources:
     files: tuple[LogFile, ...]
+    user: Host | None = None  # where --log files are read (the user's files, not the host's)
+
+    def open(self, host: Host, lf: LogFile) -> BinaryIO:
+        """A --log file from the user's filesystem; a service's stdout/stderr from the host."""
+        return (self.user or host).open_stream(lf.path) if lf.origin == "--log" \
+            else host.open_stream(lf.path)
 
 
 @provider
@@ -40,12 +47,14 @@ def gather_log_sources(host: Host, options: RunOptions, procs: ServiceProcesses 
     files: list[LogFile] = []
     seen: set[str] = set()
 
+    user = user_files(host)
+
     def add(path: str, origin: str) -> None:
         if path in seen:
             return
         seen.add(path)
         try:
-            st = host.stat(path)
+            st = (user if origin == "--log" else host).stat(path)
         except (SourceMissing, SourceError) as exc:
             files.append(LogFile(path, origin, None, exc.reason))
             return
@@ -69,7 +78,7 @@ def gather_log_sources(host: Host, options: RunOptions, procs: ServiceProcesses 
     if not files:
         raise SourceMissing("log files", "no --log given and the server's stdout/stderr are not "
                             "regular files")
-    return LogSources(tuple(files))
+    return LogSources(tuple(files), user)
 
 
 def iter_lines(fh: BinaryIO, size: int | None) -> Iterator[str]:

@@ -22,6 +22,7 @@ from typing import BinaryIO, Iterable, Iterator
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
+from ..inputs import user_files
 from ..options import RunOptions
 from ..registry import provider
 
@@ -468,14 +469,15 @@ def gather_profile(host: Host, options: RunOptions) -> Profile:
     if not options.profile_dir:
         raise SourceMissing("--profile", "no profiler output given (pass --profile DIR)")
     root = options.profile_dir
+    host = user_files(host)  # the user's directory, not a path inside a sysroot
     if not host.is_dir(root):
         if host.exists(root):
-            raise SourceError(root, "is not a directory")
-        raise SourceMissing(root, "not found")
+            raise SourceError(f"--profile {root}", "is not a directory")
+        raise SourceError(f"--profile {root}", "not found")
     layout, files, timelines = find_exports(host, root)
     chosen = [(f, _kind(f)) for f in files if _kind(f)]
     if not chosen:
-        raise SourceMissing(root, "no op_summary / kernel_details / api_statistic / "
+        raise SourceError(f"--profile {root}", "no op_summary / kernel_details / api_statistic / "
                             "op_statistic / task_time CSV under it (msprof: PROF_*/"
                             "mindstudio_profiler_output/, legacy PROF_*/device_*/summary/, "
                             "torch_npu: *_ascend_pt/ASCEND_PROFILER_OUTPUT/)")

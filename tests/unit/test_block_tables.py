@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from checks.block_tables import block_tables, findings_for, replay
-from doctor.errors import SourceMissing
+from doctor.errors import SourceError, SourceMissing
 from doctor.model import Status
 from doctor.options import RunOptions
 from doctor.probes.block_audit import (BadLine, Header, StepV1, gather_block_audit, iter_records,
@@ -326,8 +326,9 @@ def test_provider_option_and_service_environment(sysroot, tmp_path):
     path, _ = simulate(tmp_path, n=10)
     sysroot.write("/var/log/vllm/block_audit.jsonl", open(path, "rb").read())
     host = sysroot.host()
-    got = gather_block_audit(host, RunOptions(block_audit="/var/log/vllm/block_audit.jsonl"), None)
-    assert got.origin == "--block-audit"
+    # --block-audit names the user's file: read from this machine even with a sysroot
+    got = gather_block_audit(host, RunOptions(block_audit=str(path)), None)
+    assert got.origin == "--block-audit" and got.paths == (str(path),)
     (f,) = block_tables(got)
     assert f.status == Status.PASS
     env = ServiceEnv({"ASCEND_DOCTOR_BLOCK_AUDIT": "/var/log/vllm/block_audit.jsonl"},
@@ -339,8 +340,11 @@ def test_provider_option_and_service_environment(sysroot, tmp_path):
     assert gather_block_audit(host, RunOptions(), env).paths == ("/var/log/vllm/ba.4790.jsonl",)
     with pytest.raises(SourceMissing, match="ASCEND_DOCTOR_BLOCK_AUDIT is not set"):
         gather_block_audit(host, RunOptions(), ServiceEnv({}, "/proc/4711/environ", 4711))
-    with pytest.raises(SourceMissing):
+    with pytest.raises(SourceError, match="--block-audit /nope.jsonl: not found"):
         gather_block_audit(host, RunOptions(block_audit="/nope.jsonl"), None)
+    # the sysroot's file is not the user's: naming its host path finds nothing here
+    with pytest.raises(SourceError, match="not found"):
+        gather_block_audit(host, RunOptions(block_audit="/var/log/vllm/block_audit.jsonl"), None)
 
 
 def test_sampled_log_still_catches_a_lasting_duplicate(tmp_path):

@@ -61,8 +61,8 @@ def test_parsers_real_formats():
 def test_unpinned_name_with_per_request_lookups_fails(sysroot, tmp_path):
     load_host(sysroot)
     sysroot.mkdir("/var/tmp")
-    write(sysroot.path("/var/tmp/c.pcap"), per_request(50))
-    opts = RunOptions(pcap="/var/tmp/c.pcap")
+    # --pcap is the user's file (read from this machine, not from inside the sysroot)
+    opts = RunOptions(pcap=str(write(tmp_path / "c.pcap", per_request(50))))
     r = gather_resolver_config(sysroot.host(), opts)
     assert [c.kind for c in r.load_clients] == ["jmeter", "python (locust)"]
     from doctor.probes.dns import gather_dns_traffic
@@ -133,14 +133,14 @@ def test_end_to_end_engine_on_sysroot(sysroot, tmp_path):
     from doctor.engine import RunConfig, run
     load_host(sysroot)
     sysroot.mkdir("/var/tmp")
-    write(sysroot.path("/var/tmp/c.pcapng"), per_request(60), ng=True)
-    rep = run(sysroot.host(), RunOptions(pcap="/var/tmp/c.pcapng"),
+    cap = write(tmp_path / "c.pcapng", per_request(60), ng=True)  # the user's file
+    rep = run(sysroot.host(), RunOptions(pcap=str(cap)),
               config=RunConfig(only=("dns", "net")))
     st = {r.check_id: r.status for r in rep.results}
     assert st["dns.per-request"] == Status.FAIL and st["dns.hosts-pin"] == Status.FAIL
     assert st["dns.capture"] == Status.PASS and st["net.tcp-ports"] == Status.PASS
-    write(sysroot.path("/var/tmp/ok.pcap"), cached(60))
-    rep = run(sysroot.host(), RunOptions(pcap="/var/tmp/ok.pcap"),
+    ok = write(tmp_path / "ok.pcap", cached(60))
+    rep = run(sysroot.host(), RunOptions(pcap=str(ok)),
               config=RunConfig(only=("dns.per-request",)))
     assert rep.results[0].status == Status.PASS
     rep = run(sysroot.host(), RunOptions(), config=RunConfig(only=("dns.per-request",)))

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from checks import msprof as rules
-from doctor.errors import ParseError, SourceMissing
+from doctor.errors import ParseError, SourceError
 from doctor.host import LiveHost
 from doctor.model import Status
 from doctor.options import RunOptions
@@ -92,9 +92,10 @@ def test_quoted_fields_with_commas(tmp_path):
 
 
 def test_empty_directory_and_missing(tmp_path):
-    with pytest.raises(SourceMissing):
+    # a --profile the user named that holds no export, or is absent, is an error (issue 13.2)
+    with pytest.raises(SourceError, match=f"--profile {tmp_path}: no op_summary"):
         profile(tmp_path)
-    with pytest.raises(SourceMissing):
+    with pytest.raises(SourceError, match="nope: not found"):
         profile(tmp_path / "nope")
 
 

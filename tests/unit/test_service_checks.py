@@ -131,26 +131,56 @@ def test_npu_exporter_thresholds():
 def test_block_size_version_aware():
     # 0.23 + deepseek_v4 + 16 → falls back to 32: requested vs effective
     sp = server(argv=("--block-size", "16"), model_cmd=("--model", "/models/DeepSeek-V4"))
-    fs = list(config.block_size(procs(sp), None, pkgs("0.23.0")))
+    fs = list(config.block_size_from(procs(sp), None, pkgs("0.23.0")))
     assert [f.kb for f in fs] == [("ASC-CFG-002",)] and "falls back to 32" in fs[0].message
     # 0.23 + other model + prefix caching default → forced 128
-    fs = list(config.block_size(procs(server(argv=("--block-size", "16"))), None, pkgs("0.23.0")))
+    fs = list(config.block_size_from(procs(server(argv=("--block-size", "16"))), None, pkgs("0.23.0")))
     assert fs[0].evidence["predicted"] == 128
     # both off: 16 is kept → TLB warning with a fix
     sp = server(argv=("--block-size", "16", "--no-enable-prefix-caching",
                       "--no-enable-chunked-prefill"))
-    fs = list(config.block_size(procs(sp), None, pkgs("0.23.0")))
+    fs = list(config.block_size_from(procs(sp), None, pkgs("0.23.0")))
     assert fs[0].kb == ("ASC-CFG-001",) and fs[0].fix.id == "service.launch-flags"
     # effective from the metrics wins over the prediction
     h = http(snap(0, vllm__num_requests_waiting=0), cc={"block_size": "16"})
-    fs = list(config.block_size(procs(server()), h, pkgs("0.23.0")))
+    fs = list(config.block_size_from(procs(server()), h, pkgs("0.23.0")))
     assert fs[0].kb == ("ASC-CFG-001",) and fs[0].evidence["effective"] == 16
     # healthy: 128 everywhere
-    assert statuses(config.block_size(procs(server(argv=("--block-size", "128"))), None,
+    assert statuses(config.block_size_from(procs(server(argv=("--block-size", "128"))), None,
                                       pkgs("0.23.0"))) == [Status.PASS]
     # 0.7.3 refuses to start
-    fs = list(config.block_size(procs(server(argv=("--block-size", "16"))), None, pkgs("0.7.3")))
+    fs = list(config.block_size_from(procs(server(argv=("--block-size", "16"))), None, pkgs("0.7.3")))
     assert fs[0].status == Status.FAIL
+
+
+def test_block_size_does_not_error_when_the_package_listing_times_out(sysroot):
+    """config.block-size reads the packages only for version-aware advice: a listing that
+    timed out leaves the verdict to the flags and says the version is unknown (issue 13.7)."""
+    from doctor.engine import RunConfig, run
+    from doctor.errors import SourceError, SourceMissing
+    from doctor.registry import ProviderSpec, Registry
+
+    def slow_listing() -> Packages:
+        raise SourceError("python3 -c importlib.metadata", "timed out after 10 s")
+
+    def no_http() -> ServiceHttp:
+        raise SourceMissing("http://127.0.0.1:8000", "connection refused")
+
+    def servers() -> ServiceProcesses:
+        return procs(server(argv=("--block-size", "128")))
+
+    reg = Registry.discover(plugins=False)
+    reg.providers[Packages] = ProviderSpec(Packages, slow_listing)
+    reg.providers[ServiceHttp] = ProviderSpec(ServiceHttp, no_http)
+    reg.providers[ServiceProcesses] = ProviderSpec(ServiceProcesses, servers)
+    rep = run(sysroot.host(), RunOptions(), reg, RunConfig(only=("config.block-size",)))
+    (r,) = rep.results
+    assert r.status == Status.PASS, r.findings
+    (f,) = r.findings
+    assert "vllm-ascend version unknown" in f.message and "timed out after 10 s" in f.message
+    # a check that does need the packages still reports the listing's error
+    rep = run(sysroot.host(), RunOptions(), reg, RunConfig(only=("versions.pins",)))
+    assert rep.results[0].status == Status.ERROR
 
 
 def test_batched_tokens_and_gpu_memory():

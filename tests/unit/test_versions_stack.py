@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import knowledge
-from checks.versions import chip_family, chip_match, matrix, platform_plugin
+from checks.versions import chip_family, chip_match, matrix, pins, platform_plugin
 from doctor.errors import ParseError
 from doctor.host import CommandResult
 from doctor.model import Status
@@ -65,7 +65,25 @@ def test_mismatches_name_the_numbers():
 
 def test_versions_outside_matrix_are_info_not_fail():
     fs = list(matrix(pkgs(vllm_ascend="0.99.0", torch_npu="2.14.0", torch="2.14.0"), None))
-    assert {f.status for f in fs} <= {Status.INFO, Status.PASS}
+    # nothing was compared: a skip saying why, not a pass (issue 13.7)
+    assert {f.status for f in fs} <= {Status.INFO, Status.SKIP}
+    (skip,) = [f for f in fs if f.status == Status.SKIP]
+    assert "nothing to compare against the matrix" in skip.message
+    assert "vllm, CANN toolkit not found" in skip.message
+    assert "vllm-ascend 0.99.0" in skip.message and "not in knowledge/compat.toml" in skip.message
+
+
+def test_absent_stack_is_a_skip_naming_what_is_absent():
+    empty = pkgs()
+    (p,) = pins(empty)
+    assert p.status == Status.SKIP and "vllm-ascend, vllm, torch-npu, torch" in p.message
+    assert p.evidence["absent"][:4] == ["vllm-ascend", "vllm", "torch-npu", "torch"]
+    (m,) = matrix(empty, None)
+    assert m.status == Status.SKIP
+    assert "vllm-ascend, vllm, torch, torch-npu, CANN toolkit not found" in m.message
+    # an installed stack whose pins hold is still a pass
+    (ok,) = pins(pkgs(torch="2.10.0"))
+    assert ok.status == Status.PASS and "torch 2.10.0" in ok.message
 
 
 def test_platform_plugin_missing_is_cuda_only_vllm():
