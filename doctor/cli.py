@@ -7,6 +7,7 @@ them, so ``check --json`` starts fast.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from typing import Any, Callable
 
@@ -301,14 +302,33 @@ def list_cmd(as_json: bool) -> None:
         click.echo(f"plugin {p['name']} ({p['module']}, loaded when a run starts)")
 
 
+def default_bundle_name(hostname: str, now: float | None = None) -> str:
+    """ascend-doctor-<host>-<UTC time>.tar.gz, as sos names its archives."""
+    import re
+    import time
+
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", hostname or "host").strip("-.")[:64] or "host"
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return f"ascend-doctor-{safe}-{stamp}.tar.gz"
+
+
 @main.command("collect")
 @input_options
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="Bundle file to write (.tar.gz).")
-@click.option("--only", multiple=True)
-@click.option("--skip", multiple=True)
-def collect_cmd(output: str, only=(), skip=(), **kw: Any) -> None:
-    """Record every source the checks read into a bundle (secrets redacted)."""
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
+              help="Bundle file to write [default: ./ascend-doctor-<host>-<UTC time>.tar.gz].")
+@click.option("--only", multiple=True, help="Check ids, id prefixes or tags to collect for.")
+@click.option("--skip", multiple=True, help="Check ids, id prefixes or tags to leave out.")
+def collect_cmd(output: str | None, only=(), skip=(), **kw: Any) -> None:
+    """Record every source the checks read into a bundle (secrets redacted).
+
+    \b
+    Examples:
+      ascend-doctor collect
+      ascend-doctor collect -o host.tar.gz --service http://127.0.0.1:8000 --log server.log
+      ascend-doctor check --bundle host.tar.gz      # the same findings, offline
+    """
+    import hashlib
+
     from .bundle import RecordingHost
 
     if kw.get("bundle"):
@@ -318,13 +338,26 @@ def collect_cmd(output: str, only=(), skip=(), **kw: Any) -> None:
     options = build_options(kw)
     report = run_report(rec, options, _split(only), _split(skip), kw.get("timeout"))
     data = rec.finish(inner.kind, options.public(), report)
+    if output is None:
+        output = default_bundle_name(str(data.manifest.get("host", {}).get("hostname", "")
+                                         if isinstance(data.manifest.get("host"), dict) else ""))
     try:
         data.write(output)
+        sha = hashlib.sha256()
+        with open(output, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                sha.update(chunk)
+        digest = sha.hexdigest()
+        size = os.path.getsize(output)
     except OSError as exc:
         raise DoctorError(f"cannot write bundle {output}: {exc.strerror or exc}") from None
     n = sum(len(t) for t in data.index.values())
     click.echo(f"wrote {output}: {n} answers, {len(data.blobs)} blobs, "
                f"{len(rec.failures)} sources that could not be read", err=True)
+    click.echo(f"size {size} bytes, sha256 {digest}", err=True)
+    click.echo("secrets in environments, argv and files are redacted; attach the file to the "
+               "issue or ticket, and check it offline with: ascend-doctor check --bundle "
+               + shlex.quote(output), err=True)
 
 
 @main.command("demo")

@@ -153,3 +153,24 @@ def test_importtime_of_the_cli_holds_no_heavy_module():
     assert heavy == [], f"`import doctor.cli` loads {heavy}"
     total_ms = mods["doctor.cli"][1] / 1000
     assert total_ms < 1000, f"import doctor.cli took {total_ms:.0f} ms"
+
+
+def test_collect_without_output_writes_a_dated_bundle_and_says_what_to_do(sysroot, tmp_path):
+    """As sos does: a default file name, its size and sha256, and the next command."""
+    import hashlib
+    import os
+    import subprocess
+
+    from tests.conftest import doctor_exe
+    sysroot.write("/etc/hostname", "node 5;rm\n")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    r = subprocess.run([doctor_exe(), "collect", "--root", str(sysroot), "--only", "ldconf"],
+                       cwd=work, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "NO_COLOR": "1", "CI": "true"})
+    assert r.returncode == 0, r.stderr
+    (bundle,) = list(work.glob("ascend-doctor-*.tar.gz"))
+    assert ";" not in bundle.name and " " not in bundle.name
+    digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    assert f"sha256 {digest}" in r.stderr and f"size {bundle.stat().st_size} bytes" in r.stderr
+    assert f"ascend-doctor check --bundle {bundle.name}" in r.stderr
