@@ -47,8 +47,10 @@ class Sysroot:
         return self.write(p, "#!/bin/sh\n" + body, mode=0o755)
 
     def host(self):
+        """A LiveHost over the tree that runs its stub scripts (the test-only opt-in: the CLI's
+        ``--root`` never executes a sysroot's binaries)."""
         from doctor.host import LiveHost
-        return LiveHost(str(self.root), env={"PATH": "/usr/bin:/bin"})
+        return LiveHost(str(self.root), env={"PATH": "/usr/bin:/bin"}, _test_exec_sysroot=True)
 
     def __str__(self) -> str:
         return str(self.root)
