@@ -97,7 +97,7 @@ def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses
     with as_service(cred):  # the service's interpreter and LD_PRELOAD never run as root
         res = host.run(argv, timeout=IMPORT_TIMEOUT_S, cap=256 * 1024, env=environ)
     who = cred.describe() if cred is not None else "the doctor's own user"
-    ran = f"ran {display(isolate_python(tuple(argv)))} as {who}" if host.kind != "bundle" else ""
+    ran = f"ran {display(isolate_python(tuple(argv)), 300)} as {who}" if host.kind != "bundle" else ""
     out = (res.stderr or res.stdout).decode("utf-8", "replace")
     return TorchNpuImport(python, why, env.source if env else "the doctor's own environment",
                           res.returncode, res.timed_out, res.duration_s, out[-8000:], ran)
