@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import SourceError, SourceMissing
 from ..host import Host
-from ..spawn import RunAs, as_service, display, isolate_python
+from ..spawn import RunAs, as_service, display, isolate_python, minimal_env
 from ..options import RunOptions
 from ..registry import provider
 from .procs import ServiceEnv, ServiceProcesses
@@ -91,7 +91,10 @@ def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses
     python, why = pick_interpreter(procs, options)
     if host.which(python) is None:
         raise SourceMissing(python, f"interpreter not found ({why})")
-    environ = env.env if env is not None else host.environ()
+    own = host.environ()
+    environ = env.env if env is not None else own
+    if environ == own:  # the doctor's own environment: only what the import needs, no secrets
+        environ = minimal_env(own)
     cred = service_credentials(host, procs, env)
     argv = [python, "-c", "import torch_npu"]
     with as_service(cred):  # the service's interpreter and LD_PRELOAD never run as root

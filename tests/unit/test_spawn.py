@@ -171,3 +171,17 @@ def test_cli_check_root_does_not_run_the_sysroots_npu_smi(cli, tmp_path):
     assert any("sysroot binaries are not executed" in f["message"]
                for c in npu for f in c["findings"])
     assert not marker.exists()
+
+
+def test_the_fallback_environment_is_cut_to_the_allowlist(tmp_path):
+    """No readable service environment: the import gets PATH/locale/CANN paths, not root's
+    secrets (the child may run as the service user)."""
+    py = tmp_path / "python3-standin"
+    py.write_text("#!/bin/sh\nenv >&2\nexit 0\n")
+    py.chmod(0o755)
+    doctor_env = {"PATH": "/usr/bin:/bin", "ASCEND_HOME_PATH": "/opt/cann", "VAULT_TOKEN": "hvs.x"}
+    host = LiveHost("/", env=doctor_env)
+    env = ServiceEnv(host.environ(), "the doctor's own environment (no vLLM server running)")
+    res = ti.gather_torch_import(host, RunOptions(python=str(py)), None, env)
+    assert "ASCEND_HOME_PATH=/opt/cann" in res.output and "hvs.x" not in res.output
+    assert res.ran.endswith("as the doctor's own user")
