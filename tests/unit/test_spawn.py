@@ -185,3 +185,14 @@ def test_the_fallback_environment_is_cut_to_the_allowlist(tmp_path):
     res = ti.gather_torch_import(host, RunOptions(python=str(py)), None, env)
     assert "ASCEND_HOME_PATH=/opt/cann" in res.output and "hvs.x" not in res.output
     assert res.ran.endswith("as the doctor's own user")
+
+
+@needs_root
+def test_collect_passes_the_drop_through_the_recording_host():
+    """``collect`` wraps LiveHost in RecordingHost: the credentials still reach the spawn."""
+    from doctor.bundle import RecordingHost
+    rec = RecordingHost(LiveHost("/", env={"PATH": "/usr/bin:/bin"}))
+    with spawn.as_service(spawn.RunAs(NOBODY, NOBODY, "nobody")):
+        r = rec.run(["id", "-u"])
+    assert r.text.strip() == str(NOBODY)
+    assert LiveHost("/", env={"PATH": "/usr/bin:/bin"}).run(["id", "-u"]).text.strip() == "0"
