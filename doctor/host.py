@@ -393,7 +393,9 @@ class LiveHost(Host):
         prog = self.which(argv[0])
         if prog is None:
             raise SourceMissing(argv[0], "command not found")
-        real = self._resolve(prog) if self.is_sysroot else prog
+        # the file executed is the host path which() checked (norm: "./x" is "/x"), never a
+        # name relative to wherever the doctor was started
+        real = self._resolve(prog) if self.is_sysroot else norm(prog)
         cred = spawn.current_run_as()
         creds = spawn.credentials_for(cred, argv[0])
         spawn.refuse_unsafe_binary(real, argv[0], cred)

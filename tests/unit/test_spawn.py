@@ -196,3 +196,18 @@ def test_collect_passes_the_drop_through_the_recording_host():
         r = rec.run(["id", "-u"])
     assert r.text.strip() == str(NOBODY)
     assert LiveHost("/", env={"PATH": "/usr/bin:/bin"}).run(["id", "-u"]).text.strip() == "0"
+
+
+def test_a_relative_program_is_a_host_path_not_one_in_the_callers_directory(tmp_path,
+                                                                             monkeypatch):
+    """``./bin/tool`` names the host's /bin/tool (what which() checked): a same-named file
+    where the operator stands is never the one executed."""
+    marker = tmp_path / "ran"
+    (tmp_path / "bin").mkdir()
+    tool = tmp_path / "bin" / "true"
+    tool.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    tool.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    r = LiveHost("/", env={"PATH": "/usr/bin:/bin"}).run(["./bin/true"])
+    assert r.ok and r.argv == ("./bin/true",)
+    assert not marker.exists()
