@@ -15,14 +15,15 @@ from doctor.registry import check
 def torch_npu_import(res: TorchNpuImport) -> Iterator[Finding]:
     where = f"{res.interpreter} ({res.interpreter_source}; env: {res.env_source})"
     ev = {"interpreter": res.interpreter, "env": res.env_source, "returncode": res.returncode,
-          "seconds": round(res.duration_s, 2), "output": res.output[-3000:]}
+          "seconds": round(res.duration_s, 2), "output": res.output[-3000:], "ran": res.ran}
+    ran = f" ({res.ran})" if res.ran else ""
     if res.timed_out:
         yield Finding.error(f"`{res.interpreter} -c 'import torch_npu'` did not finish within "
                             f"{res.duration_s:.0f} s (killed): the import hangs (device busy or "
-                            "driver hung)", subject=res.interpreter, evidence=ev, kb="ASC-NPU-004")
+                            f"driver hung){ran}", subject=res.interpreter, evidence=ev, kb="ASC-NPU-004")
         return
     if res.ok:
-        yield Finding.passed(f"import torch_npu works in {where} ({res.duration_s:.1f} s)",
+        yield Finding.passed(f"import torch_npu works in {where} ({res.duration_s:.1f} s){ran}",
                              evidence=ev)
         return
     last = res.last_line or f"exit {res.returncode}, no output"
@@ -34,6 +35,6 @@ def torch_npu_import(res: TorchNpuImport) -> Iterator[Finding]:
     # entries written for this check explain it best; other matches follow in rank order
     matches = sorted(matches, key=lambda m: "torch_npu.import" not in m.entry.checks)
     kb = [m.entry.id for m in matches][:3]
-    yield Finding.fail(f"import torch_npu fails in {where}: {last}", subject=res.interpreter,
+    yield Finding.fail(f"import torch_npu fails in {where}{ran}: {last}", subject=res.interpreter,
                        evidence={**ev, "kb_groups": {m.entry.id: dict(m.groups)
                                                      for m in matches[:3]}}, kb=kb)

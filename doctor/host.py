@@ -250,11 +250,15 @@ class LiveHost(Host):
     SYSROOT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin",
                     "/bin", "/usr/local/Ascend/driver/tools")
 
-    def __init__(self, root: str = "/", env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, root: str = "/", env: Mapping[str, str] | None = None, *,
+                 _test_exec_sysroot: bool = False) -> None:
+        """``_test_exec_sysroot`` lets tests run a sysroot's stub scripts; no CLI path sets it
+        (``check --root DIR`` never runs DIR's binaries: they are data from elsewhere)."""
         self.root = os.path.abspath(root)
         self.is_sysroot = self.root != "/"
         self.kind = "sysroot" if self.is_sysroot else "live"
         self._env = dict(os.environ if env is None else env)
+        self._test_exec_sysroot = _test_exec_sysroot
 
     # -- paths -------------------------------------------------------------------------
     def _resolve(self, path: str, follow: bool = True) -> str:
@@ -375,15 +379,29 @@ class LiveHost(Host):
         return None
 
     def run(self, argv, timeout=10.0, cap=DEFAULT_OUTPUT_CAP, env=None) -> CommandResult:
+        """Run through doctor/spawn.py's rules: cwd "/", ``python -I``, an allowlisted
+        environment unless ``env`` is given, the service's credentials inside
+        ``spawn.as_service``; a sysroot's binaries are never executed."""
+        from . import spawn
+
         argv = tuple(argv)
         if not argv:
             raise ValueError("empty argv")
+        if self.is_sysroot and not self._test_exec_sysroot:
+            raise SourceMissing(argv[0], f"sysroot binaries are not executed: `{argv[0]}` "
+                                f"would run a program from {self.root} on this host")
         prog = self.which(argv[0])
         if prog is None:
             raise SourceMissing(argv[0], "command not found")
-        real = self._resolve(prog) if self.is_sysroot else prog
-        return run_capped((real, *argv[1:]), argv, timeout, cap,
-                          dict(self._env if env is None else env), cancel.current())
+        # the file executed is the host path which() checked (norm: "./x" is "/x"), never a
+        # name relative to wherever the doctor was started
+        real = self._resolve(prog) if self.is_sysroot else norm(prog)
+        cred = spawn.current_run_as()
+        creds = spawn.credentials_for(cred, argv[0])
+        spawn.refuse_unsafe_binary(real, argv[0], cred)
+        child_env = spawn.minimal_env(self._env) if env is None else dict(env)
+        return run_capped(spawn.isolate_python((real, *argv[1:])), argv, timeout, cap,
+                          child_env, cancel.current(), popen_extra=creds)
 
     # -- network -----------------------------------------------------------------------
     def http_get(self, url, timeout=2.0, headers=None, cap=DEFAULT_HTTP_CAP) -> HttpResponse:
@@ -573,7 +591,8 @@ def proc_info_from_files(pid: int, cmdline: bytes, stat: bytes, status: bytes) -
 
 
 def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, str],
-               token: "cancel.CancelToken | None" = None) -> CommandResult:
+               token: "cancel.CancelToken | None" = None, popen_extra: dict | None = None
+               ) -> CommandResult:
     """Run without a shell; keep at most ``cap`` bytes per stream; kill the group on timeout.
 
     With a ``token`` (the calling check's), cancelling it kills the group at once, from the
@@ -582,12 +601,18 @@ def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, s
     """
     import signal
 
+    from .spawn import no_new_privs_preexec
+
     if token is not None:
         token.check()
     start = time.monotonic()
-    try:
+    try:  # cwd "/": nothing is imported or loaded from where the operator stands
         proc = subprocess.Popen(list(real_argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, start_new_session=True)
+                                stderr=subprocess.PIPE, env=env, start_new_session=True, cwd="/",
+                                close_fds=True, preexec_fn=no_new_privs_preexec(),
+                                **(popen_extra or {}))
+    except subprocess.SubprocessError as exc:  # the preexec (no_new_privs) failed in the child
+        raise SourceMissing(shown_argv[0], f"not run: {exc}") from None
     except FileNotFoundError:
         raise SourceMissing(shown_argv[0], "command not found") from None
     except PermissionError:

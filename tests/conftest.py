@@ -47,8 +47,10 @@ class Sysroot:
         return self.write(p, "#!/bin/sh\n" + body, mode=0o755)
 
     def host(self):
+        """A LiveHost over the tree that runs its stub scripts (the test-only opt-in: the CLI's
+        ``--root`` never executes a sysroot's binaries)."""
         from doctor.host import LiveHost
-        return LiveHost(str(self.root), env={"PATH": "/usr/bin:/bin"})
+        return LiveHost(str(self.root), env={"PATH": "/usr/bin:/bin"}, _test_exec_sysroot=True)
 
     def __str__(self) -> str:
         return str(self.root)
@@ -92,3 +94,27 @@ settings.register_profile("default", max_examples=int(os.environ.get("ASCEND_DOC
 settings.register_profile("long", max_examples=100_000, deadline=None,
                           suppress_health_check=list(HealthCheck))
 settings.load_profile("long" if os.environ.get("ASCEND_DOCTOR_FUZZ") == "long" else "default")
+
+
+@pytest.fixture
+def cli_exec_sysroot(monkeypatch):
+    """The CLI in-process with the test-only opt-in that lets ``--root`` run the tree's stub
+    scripts (hangs, floods, recorded npu-smi). The console script has no way to set it: a
+    sysroot's binaries are data, never executed (issue 20)."""
+    from click.testing import CliRunner
+
+    import doctor.host as host_mod
+    from doctor.cli import main
+
+    class ExecSysrootHost(host_mod.LiveHost):
+        def __init__(self, root: str = "/", env=None, **kw) -> None:
+            super().__init__(root, env, _test_exec_sysroot=True)
+
+    monkeypatch.setattr(host_mod, "LiveHost", ExecSysrootHost)
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    def invoke(*args: str) -> subprocess.CompletedProcess:
+        r = CliRunner().invoke(main, list(args), catch_exceptions=False)
+        return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, "")
+
+    return invoke

@@ -16,6 +16,7 @@ from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
 from ..options import RunOptions
 from ..registry import provider
+from ..spawn import minimal_env
 from .procs import ServiceProcesses
 
 WATCHED = ("torch", "torch-npu", "torchvision", "torchaudio", "vllm", "vllm-ascend",
@@ -223,7 +224,7 @@ def gather_packages(host: Host, options: RunOptions,
     # The same Host calls in every context, so a bundle replays what was collected.
     if host.which(python) is not None:
         res = host.run([python, "-c", _SCRIPT], timeout=20.0, cap=8 * 1024 * 1024,
-                       env={**host.environ(), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+                       env={**minimal_env(host.environ()), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
         if not res.ok:
             raise SourceError(f"{python} package listing", res.describe_failure())
         return parse_packages_json(res.text, f"subprocess {python}")

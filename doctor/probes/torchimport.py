@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import SourceMissing
+from ..errors import SourceError, SourceMissing
 from ..host import Host
+from ..spawn import RunAs, as_service, display, isolate_python, minimal_env
 from ..options import RunOptions
 from ..registry import provider
 from .procs import ServiceEnv, ServiceProcesses
@@ -27,6 +28,7 @@ class TorchNpuImport:
     timed_out: bool
     duration_s: float
     output: str  # stderr (else stdout), tail
+    ran: str = ""  # what ran and as whom: "ran /opt/venv/bin/python -I -c … as uid 1000 (vllm)"
 
     @property
     def ok(self) -> bool:
@@ -47,15 +49,58 @@ def pick_interpreter(procs: ServiceProcesses | None, options: RunOptions) -> tup
     return "python3", "python3 on PATH (no vLLM server running, no --python)"
 
 
+def service_credentials(host: Host, procs: ServiceProcesses | None,
+                        env: ServiceEnv | None) -> RunAs | None:
+    """Whose rights the import runs with: the service's, when anything comes from its world
+    (its interpreter or its environment); None (the doctor's own) when nothing does."""
+    server = procs.primary if procs is not None else None
+    pid = env.pid if env is not None and env.pid is not None else (
+        server.proc.pid if server is not None else None)
+    if pid is None:
+        return None
+    proc = server.proc if server is not None and server.proc.pid == pid else None
+    uid, gid = (proc.uid if proc is not None else -1), -1
+    seen_uid = -1
+    try:  # the gid; the uid only confirms it is the same process (a pid can be reused)
+        for line in host.proc_read(pid, "status").decode("utf-8", "replace").splitlines():
+            fields = line.split()
+            if line.startswith("Uid:") and len(fields) > 1 and fields[1].isdigit():
+                seen_uid = int(fields[1])
+            elif line.startswith("Gid:") and len(fields) > 1 and fields[1].isdigit():
+                gid = int(fields[1])
+    except (SourceMissing, SourceError):
+        pass
+    if uid < 0:
+        uid = seen_uid
+    elif seen_uid != uid:
+        gid = -1
+    if uid == 0 and gid < 0:
+        gid = 0
+    if (uid < 0 or gid < 0) and host.kind == "bundle":
+        return None  # a replay runs nothing; the collecting run made (and named) the drop
+    if uid < 0 or gid < 0:
+        raise SourceMissing(f"pid {pid} credentials", "not run: the service's uid/gid are "
+                            "unknown, and its code is never run with the doctor's rights")
+    name = proc.user if proc is not None and proc.user and not proc.user.isdigit() else ""
+    return RunAs(uid, gid, name or ("root" if uid == 0 else ""))
+
+
 @provider
 def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses | None,
                         env: ServiceEnv | None) -> TorchNpuImport:
     python, why = pick_interpreter(procs, options)
     if host.which(python) is None:
         raise SourceMissing(python, f"interpreter not found ({why})")
-    environ = env.env if env is not None else host.environ()
-    res = host.run([python, "-c", "import torch_npu"], timeout=IMPORT_TIMEOUT_S,
-                   cap=256 * 1024, env=environ)
+    own = host.environ()
+    environ = env.env if env is not None else own
+    if environ == own:  # the doctor's own environment: only what the import needs, no secrets
+        environ = minimal_env(own)
+    cred = service_credentials(host, procs, env)
+    argv = [python, "-c", "import torch_npu"]
+    with as_service(cred):  # the service's interpreter and LD_PRELOAD never run as root
+        res = host.run(argv, timeout=IMPORT_TIMEOUT_S, cap=256 * 1024, env=environ)
+    who = cred.describe() if cred is not None else "the doctor's own user"
+    ran = f"ran {display(isolate_python(tuple(argv)), 300)} as {who}" if host.kind != "bundle" else ""
     out = (res.stderr or res.stdout).decode("utf-8", "replace")
     return TorchNpuImport(python, why, env.source if env else "the doctor's own environment",
-                          res.returncode, res.timed_out, res.duration_s, out[-8000:])
+                          res.returncode, res.timed_out, res.duration_s, out[-8000:], ran)

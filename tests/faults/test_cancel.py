@@ -178,11 +178,12 @@ def test_waiter_stops_even_when_the_provider_is_stuck_in_python(sysroot):
     assert by["cancel.stuck-waiter"].findings[0].message == f"could not gather Stuck: {ABANDONED}"
 
 
-def test_cli_check_only_npu_with_a_hanging_npu_smi(cli, sysroot):
-    """The real CLI: `check --only npu --timeout 1` ends near 1 s and kills every npu-smi."""
+def test_cli_check_only_npu_with_a_hanging_npu_smi(cli_exec_sysroot, sysroot):
+    """The CLI (in-process: only a test may let --root run the tree's npu-smi):
+    `check --only npu --timeout 1` ends near 1 s and kills every npu-smi."""
     pidfile = hanging_npu_smi(sysroot)
     t0 = time.monotonic()
-    r = cli("check", "--root", str(sysroot), "--only", "npu", "--json", "--timeout", "1")
+    r = cli_exec_sysroot("check", "--root", str(sysroot), "--only", "npu", "--json", "--timeout", "1")
     took = time.monotonic() - t0
     assert r.returncode in (0, 1), r.stderr
     assert took < 8.0, f"the CLI took {took:.1f} s with --timeout 1"  # includes interpreter start

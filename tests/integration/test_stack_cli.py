@@ -36,7 +36,9 @@ def test_demo_shows_the_stack_findings(cli):
     assert took < 10, took  # the process start dominates; the run itself is ~0.3 s
 
 
-def test_collected_bundle_replays_the_stack_checks(cli, sysroot, tmp_path):
+def test_collected_bundle_replays_the_stack_checks(cli, cli_exec_sysroot, sysroot, tmp_path):
+    """Check and collect in-process (the test-only opt-in runs the tree's npu-smi script),
+    replay through the real console script."""
     sysroot.write("/usr/local/Ascend/ascend-toolkit/8.3.RC2/x86_64-linux/ascend_toolkit_install.info",
                   TOOLKIT_832)
     sysroot.write("/usr/local/Ascend/ascend-toolkit/8.3.RC2/version.cfg", VERSION_CFG)
@@ -48,9 +50,9 @@ def test_collected_bundle_replays_the_stack_checks(cli, sysroot, tmp_path):
                    "echo '        Health                         : OK'\n")
     only = ["--only", "versions.driver-cann", "--only", "versions.driver-active",
             "--only", "npu", "--only", "versions.cann-upgrade"]
-    live = cli("check", "--json", "--root", str(sysroot), *only)
+    live = cli_exec_sysroot("check", "--json", "--root", str(sysroot), *only)
     out = tmp_path / "b.tar.gz"
-    assert cli("collect", "--root", str(sysroot), "-o", str(out)).returncode == 0
+    assert cli_exec_sysroot("collect", "--root", str(sysroot), "-o", str(out)).returncode == 0
     replay = cli("check", "--json", "--bundle", str(out), *only)
     a, b = json.loads(live.stdout), json.loads(replay.stdout)
     assert findings(a) == findings(b)

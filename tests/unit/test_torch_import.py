@@ -52,7 +52,7 @@ def test_service_interpreter_and_environment_are_used(tmp_path):
                              'echo "ImportError: libascendcl.so: cannot open shared object file: '
                              'No such file or directory" >&2\nexit 1\n')
     server = ServiceProcess(ProcInfo(4711, 1, "python3", (py, "-m", "vllm.entrypoints.openai.api_server"),
-                                     exe=py))
+                                     user="root", uid=0, exe=py))
     env = ServiceEnv({"ASCEND_HOME_PATH": "/opt/cann", "PATH": "/usr/bin:/bin"},
                      "/proc/4711/environ", 4711)
     res = ti.gather_torch_import(LiveHost("/"), RunOptions(), ServiceProcesses((server,)), env)
