@@ -21,7 +21,8 @@ from ..host import Host
 from ..inputs import input_error, user_files
 from ..options import RunOptions
 from ..registry import provider
-from .procs import ServiceEnv
+from .svcaccess import refusal
+from .procs import ServiceEnv, ServiceProcesses
 
 ENV = "ASCEND_DOCTOR_BLOCK_AUDIT"
 MAX_LINE = 64 * 1024 * 1024  # one step line; longer = garbled
@@ -330,7 +331,8 @@ class BlockAuditLog:
 
 
 @provider
-def gather_block_audit(host: Host, options: RunOptions, env: ServiceEnv | None) -> BlockAuditLog:
+def gather_block_audit(host: Host, options: RunOptions, env: ServiceEnv | None,
+                       procs: ServiceProcesses | None = None) -> BlockAuditLog:
     if options.block_audit:
         files = user_files(host)  # the user's file, not a path inside a sysroot
         try:
@@ -350,4 +352,9 @@ def gather_block_audit(host: Host, options: RunOptions, env: ServiceEnv | None) 
             raise SourceMissing(named, f"no file matches ({origin})")
     for p in paths:
         host.stat(p)  # absent → SourceMissing, unreadable → SourceError, named
+        uid = next((s.proc.uid for s in (procs.servers if procs else ()) if s.pid == env.pid),
+                   None) if env is not None else None
+        why = refusal(host, p, env.pid, uid) if env is not None and env.pid is not None else None
+        if why:  # the service's environment named it: never read it with root's rights
+            raise SourceError(p, f"{why} ({origin})")
     return BlockAuditLog(tuple(paths), origin, host.open_stream)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..errors import SourceError, SourceMissing
 from ..host import Host, StatInfo
 from ..registry import provider
+from .svcaccess import parse_status_ids  # noqa: F401  (re-exported)
 from .procs import ServiceProcesses
 
 CONTROL_NODES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
@@ -53,21 +54,6 @@ class ContainerInfo:
     in_container: bool
     evidence: tuple[str, ...]
     mounts: dict[str, bool]  # CONTAINER_MOUNTS -> present
-
-
-def parse_status_ids(text: str) -> tuple[int | None, tuple[int, ...]]:
-    """(real uid, gids) from /proc/<pid>/status ``Uid:``/``Gid:``/``Groups:`` lines."""
-    uid, gids = None, []
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        vals = [int(v) for v in rest.split() if v.isdigit()]
-        if key == "Uid" and vals:
-            uid = vals[0]
-        elif key == "Gid" and vals:
-            gids.insert(0, vals[0])
-        elif key == "Groups":
-            gids.extend(vals)
-    return uid, tuple(dict.fromkeys(gids))
 
 
 def can_rw(st: StatInfo, uid: int, gids: tuple[int, ...]) -> bool:

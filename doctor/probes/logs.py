@@ -16,6 +16,7 @@ from ..host import Host
 from ..inputs import user_files
 from ..options import RunOptions
 from ..registry import provider
+from .svcaccess import refusal
 from .procs import ServiceProcesses
 
 TAIL_BYTES = 256 * 1024 * 1024
@@ -74,6 +75,14 @@ def gather_log_sources(host: Host, options: RunOptions, procs: ServiceProcesses 
                 continue
             if target.startswith("/") and not target.startswith(("/dev/", "/proc/")) \
                     and "socket:" not in target and "pipe:" not in target:
+                try:
+                    why = refusal(host, target, sp.pid, sp.proc.uid)  # read it with the service's rights
+                except (SourceMissing, SourceError):
+                    why = None  # absent or unreadable: add() names it
+                if why and target not in seen:
+                    seen.add(target)
+                    files.append(LogFile(target, f"{name} of pid {sp.pid}", None, why))
+                    continue
                 add(target, f"{name} of pid {sp.pid}")
     if not files:
         raise SourceMissing("log files", "no --log given and the server's stdout/stderr are not "

@@ -16,6 +16,7 @@ from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host, ProcInfo
 from ..options import RunOptions
 from ..registry import provider
+from .svcaccess import refusal
 
 _SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
 
@@ -276,6 +277,9 @@ def _enrich(host: Host, sp: ServiceProcess, listening: dict[int, list[int]]) -> 
             except (SourceMissing, SourceError):
                 pass
         try:
+            why = refusal(host, path, sp.pid, sp.proc.uid)  # the service names it: read with its rights
+            if why:
+                raise SourceError(path, why)
             from_file = parse_simple_yaml(host.read_text(path, 1024 * 1024), path)
             flags = {**from_file, **flags}  # the command line wins over the file, as in vLLM
         except (SourceMissing, SourceError) as exc:  # ParseError is a SourceError

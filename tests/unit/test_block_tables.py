@@ -331,6 +331,9 @@ def test_provider_option_and_service_environment(sysroot, tmp_path):
     assert got.origin == "--block-audit" and got.paths == (str(path),)
     (f,) = block_tables(got)
     assert f.status == Status.PASS
+    for pid in (4711, 1):  # the service's account: the file it names is read with its rights
+        sysroot.write(f"/proc/{pid}/status", "Name:\tpython3\nUid:\t1001\t1001\t1001\t1001\n"
+                                             "Gid:\t1001\t1001\t1001\t1001\nGroups:\t1001\n")
     env = ServiceEnv({"ASCEND_DOCTOR_BLOCK_AUDIT": "/var/log/vllm/block_audit.jsonl"},
                      "/proc/4711/environ", 4711)
     got = gather_block_audit(host, RunOptions(), env)
@@ -353,3 +356,20 @@ def test_sampled_log_still_catches_a_lasting_duplicate(tmp_path):
     r = audit(path)
     assert r.counts["no-prefix-cache"] >= 1
     assert sched.injected[0][3] in r.blocks_by_kind["no-prefix-cache"]
+
+
+def test_service_named_audit_file_is_read_with_the_services_rights(sysroot):
+    """ASCEND_DOCTOR_BLOCK_AUDIT=/etc/shadow must not put root's file into a report (20.1)."""
+    import os
+    sysroot.write("/etc/shadow", "root:$6$secretsalt$hash:19000:0:99999:7:::\n")
+    os.chmod(sysroot.path("/etc/shadow"), 0o600)
+    sysroot.write("/proc/4711/status", "Uid:\t1001\t1001\t1001\t1001\nGid:\t1001\t1001\t1001\t1001\n")
+    env = ServiceEnv({"ASCEND_DOCTOR_BLOCK_AUDIT": "/etc/shadow"}, "/proc/4711/environ", 4711)
+    with pytest.raises(SourceError) as exc:
+        gather_block_audit(sysroot.host(), RunOptions(), env)
+    assert "uid 1001 cannot read /etc/shadow" in str(exc.value)
+    assert "secretsalt" not in str(exc.value)
+    # unknown reader (no status, no process-table uid): refused too
+    env = ServiceEnv({"ASCEND_DOCTOR_BLOCK_AUDIT": "/etc/shadow"}, "/proc/99/environ", 99)
+    with pytest.raises(SourceError, match="cannot tell the uid of pid 99"):
+        gather_block_audit(sysroot.host(), RunOptions(), env)

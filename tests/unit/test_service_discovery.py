@@ -135,3 +135,36 @@ def test_packages_come_from_the_servers_venv_not_python3_on_path():
                                                                  "vllm-ascend": "0.23.0"}
     assert "/opt/venv/bin/python3 (pid 100)" in pkgs.source
     assert pick_interpreter(procs, RunOptions())[0] == "/opt/venv/bin/python3"
+
+
+def test_root_only_config_file_named_by_the_service_is_not_read():
+    """`--config /root/secret.yaml` of a uid-1001 server: never quoted (issue 20.1)."""
+    w = BundleWriter(HostInfo("h"))
+    w.process(7, 1, ["vllm", "serve", "m", "--config", "/root/secret.yaml"], user="vllm",
+              uid=1001)
+    w.dir("/root", mode=0o700)
+    w.file("/root/secret.yaml", "api_key: sk-live-0123456789abcdef\n", mode=0o600)
+    w.process(8, 1, ["vllm", "serve", "m", "--config", "/srv/ok.yaml", "--port", "8001"],
+              user="vllm", uid=1001)
+    w.file("/srv/ok.yaml", "block_size: 128\n", mode=0o644)
+    found = gather_service_processes(BundleHost(w.finish()), RunOptions())
+    a, b = found.servers
+    assert "uid 1001 cannot enter /root" in a.config_error and "sk-live" not in a.config_error
+    assert "api_key" not in a.args
+    assert b.config_error is None and b.args["block-size"] == "128"
+
+
+def test_stdout_pointing_at_a_file_the_service_cannot_read_is_refused():
+    """/proc/PID/fd/1 of a uid-1001 server resolving to a root-only file (issue 20.1)."""
+    from doctor.probes.logs import gather_log_sources
+    w = BundleWriter(HostInfo("h"))
+    w.process(7, 1, ["vllm", "serve", "m"], user="vllm", uid=1001)
+    w.symlink("/proc/7/fd/1", "/var/log/root-only.log")
+    w.symlink("/proc/7/fd/2", "/var/log/vllm/server.log")
+    w.file("/var/log/root-only.log", "password=hunter2\n", mode=0o600)
+    w.file("/var/log/vllm/server.log", "INFO started\n", uid=1001, mode=0o640)
+    h = BundleHost(w.finish())
+    logs = gather_log_sources(h, RunOptions(), gather_service_processes(h, RunOptions()))
+    by = {f.path: f for f in logs.files}
+    assert "uid 1001 cannot read /var/log/root-only.log" in by["/var/log/root-only.log"].error
+    assert by["/var/log/vllm/server.log"].error is None
