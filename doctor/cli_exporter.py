@@ -112,13 +112,14 @@ def make_handler(state: State):
 @click.option("--interval", type=float, default=60.0, show_default=True,
               help="Seconds between the starts of two runs.")
 @click.option("--timeout", type=float, default=None,
-              help="Time budget per check (default: each check's own, capped at --interval).")
+              help="Time budget per check (default: each check's own; never above --interval).")
 @click.option("--listen", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=9464, show_default=True, help="0 picks a free port.")
 def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seconds, interval,
                  timeout, listen, port) -> None:
     """Serve /metrics and /healthz from checks re-run in the background."""
     from .cli import build_options, demo_host, open_host
+    from .engine import DEFAULT_TIMEOUT
     from .errors import UsageError
 
     if interval <= 0:
@@ -131,7 +132,8 @@ def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seco
     if demo:
         from .demo import demo_bundle_data
         inputs = demo_bundle_data().manifest.get("options", {}).get("demo_inputs", {})
-        kw.update({k: v for k, v in inputs.items() if k in ("pcap", "profile_dir")})
+        kw.update({k: v for k, v in inputs.items()
+                   if k in ("pcap", "profile_dir", "block_audit")})
         make_host, context = demo_host, "demo"
     else:
         open_host(root, bundle)  # a bad --bundle fails now, with one line, not in the loop
@@ -139,7 +141,9 @@ def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seco
             return open_host(root, bundle)
     options = build_options(kw)
     skip = () if sample_seconds else FAULT_SAMPLING_CHECKS
-    budget = min(timeout, interval) if timeout else None
+    # a run must end before the next is due: no check's budget exceeds the interval
+    budget = min(timeout, interval) if timeout else (
+        interval if interval < DEFAULT_TIMEOUT else None)
 
     state = State()
     stop = threading.Event()

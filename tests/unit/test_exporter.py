@@ -184,3 +184,17 @@ def test_rules_file_passes_promtool_check_and_unit_tests() -> None:
                          cwd=RULES, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS" in out.stdout + out.stderr
+
+
+def test_sysroot_without_npu_smi_exports_checks_but_no_npu_series(sysroot) -> None:
+    from doctor.cli import open_host
+    sysroot.write("/etc/os-release", 'PRETTY_NAME="Debian GNU/Linux 12"\n')
+    snap = run_once(lambda: open_host(str(sysroot), None),
+                    build_options({"service_url": "http://127.0.0.1:9"}), FAULT_SAMPLING_CHECKS,
+                    5.0, None, None)
+    assert snap.report is not None, snap.error
+    assert snap.npusmi is None
+    fams = _families(exposition(snap))
+    assert fams["ascend_doctor_check_status"].samples
+    assert fams["ascend_doctor_npu_temperature_celsius"].samples == []
+    assert fams["ascend_doctor_info"].samples[0].labels["context"] == "sysroot"
