@@ -151,7 +151,11 @@ def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seco
     def once(last):
         return run_once(make_host, options, skip, budget, context, last)
 
-    server = ThreadingHTTPServer((listen, port), make_handler(state))
+    try:
+        server = ThreadingHTTPServer((listen, port), make_handler(state))
+    except OSError as exc:
+        raise UsageError(f"--listen {listen} --port {port}: cannot listen: "
+                         f"{exc.strerror or exc}") from None
     server.daemon_threads = True
     worker = threading.Thread(target=loop, args=(state, once, interval, stop),
                               name="exporter-runs", daemon=True)

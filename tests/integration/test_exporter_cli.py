@@ -157,3 +157,15 @@ scrape_configs:
         assert [a["metric"]["npu"] for a in firing] == ["3"]
     finally:
         _stop(proc)
+
+
+def test_cli_names_the_address_when_the_port_is_taken() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = subprocess.run([doctor_exe(), "exporter", "--demo", "--port", str(port)],
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert f"--listen 127.0.0.1 --port {port}: cannot listen: Address already in use" \
+        in out.stderr
