@@ -1,0 +1,176 @@
+"""`ascend-doctor exporter`: serve the doctor's findings to Prometheus.
+
+One background thread runs the checks every ``--interval`` seconds, never overlapping; each
+scrape only serializes the last snapshot (built once per run), so a scrape never runs a check.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import click
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from .exporter import Snapshot, exposition, health
+
+FAULT_SAMPLING_CHECKS = ("tlb.faults",)  # they sample /proc for seconds: only when asked
+
+
+class State:
+    """The last snapshot and its rendered exposition, swapped atomically under a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.snap = Snapshot(None, None, time.time(), None, "the first run has not finished")
+        self.body = exposition(self.snap)
+
+    def set(self, snap: Snapshot) -> None:
+        body = exposition(snap)
+        with self._lock:
+            self.snap, self.body = snap, body
+
+    def get(self) -> tuple[Snapshot, bytes]:
+        with self._lock:
+            return self.snap, self.body
+
+
+def run_once(make_host, options, skip: tuple[str, ...], timeout: float | None,
+             context: str | None, last_success: float | None) -> Snapshot:
+    """One run of the checks plus the npu-smi fact; any failure becomes Snapshot.error."""
+    from .cli import run_report
+    from .facts import FactStore
+    from .probes.npusmi import NpuSmi
+    from .registry import Registry
+
+    try:
+        host = make_host()
+        report = run_report(host, options, [], list(skip), timeout, context=context)
+    except Exception as exc:  # the loop goes on; the scrape shows ascend_doctor_up 0
+        return Snapshot(None, None, time.time(), last_success,
+                        f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+    try:
+        npusmi = FactStore(host, options, Registry.discover(plugins=False)).get(NpuSmi)
+    except Exception:  # no npu-smi: no NPU series, the npu checks say why
+        npusmi = None
+    now = time.time()
+    return Snapshot(report, npusmi, now, now)
+
+
+def loop(state: State, once, interval: float, stop: threading.Event) -> None:
+    """Run, publish, sleep the rest of the interval; sequential, so never overlapping."""
+    while not stop.is_set():
+        t0 = time.monotonic()
+        last = state.get()[0].last_success
+        state.set(once(last))
+        stop.wait(max(1.0, interval - (time.monotonic() - t0)))
+
+
+def make_handler(state: State):
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, state.get()[1], CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                ok, reasons = health(state.get()[0])
+                text = "healthy\n" if ok else "degraded: " + "; ".join(reasons[:8]) + "\n"
+                self._send(200 if ok else 503, text.encode(), "text/plain; charset=utf-8")
+            else:
+                self._send(404, b"not found: try /metrics or /healthz\n", "text/plain")
+
+        def _send(self, code: int, body: bytes, ctype: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: Any) -> None:  # scrapes every few seconds: keep stderr quiet
+            pass
+
+    return Handler
+
+
+@click.command("exporter")
+@click.option("--root", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Diagnose a sysroot instead of this machine.")
+@click.option("--bundle", type=click.Path(dir_okay=False), default=None,
+              help="Diagnose a collected bundle.")
+@click.option("--demo", is_flag=True, help="Serve the bundled demo scenario.")
+@click.option("--service", "service_url", default=None, metavar="URL",
+              help="The vLLM server (default http://127.0.0.1:8000).")
+@click.option("--pcap", type=click.Path(dir_okay=False), default=None,
+              help="A capture to analyse on every run (expensive: only when given).")
+@click.option("--profile", "profile_dir", type=click.Path(file_okay=False), default=None,
+              help="An msprof directory to analyse on every run (only when given).")
+@click.option("--sample-seconds", type=float, default=None, metavar="SECONDS",
+              help="Enable the page-fault sampling checks with this window (off by default).")
+@click.option("--interval", type=float, default=60.0, show_default=True,
+              help="Seconds between the starts of two runs.")
+@click.option("--timeout", type=float, default=None,
+              help="Time budget per check (default: each check's own; never above --interval).")
+@click.option("--listen", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=int, default=9464, show_default=True, help="0 picks a free port.")
+def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seconds, interval,
+                 timeout, listen, port) -> None:
+    """Serve /metrics and /healthz from checks re-run in the background."""
+    from .cli import build_options, demo_host, open_host
+    from .engine import DEFAULT_TIMEOUT
+    from .errors import UsageError
+
+    if interval <= 0:
+        raise UsageError(f"--interval {interval:g}: must be > 0 seconds")
+    if demo and (root or bundle):
+        raise UsageError("--demo excludes --root and --bundle")
+    kw: dict[str, Any] = {"service_url": service_url, "pcap": pcap, "profile_dir": profile_dir,
+                          "sample_seconds": sample_seconds or 3.0}
+    context = None
+    if demo:
+        from .demo import demo_bundle_data
+        inputs = demo_bundle_data().manifest.get("options", {}).get("demo_inputs", {})
+        kw.update({k: v for k, v in inputs.items()
+                   if k in ("pcap", "profile_dir", "block_audit")})
+        make_host, context = demo_host, "demo"
+    else:
+        open_host(root, bundle)  # a bad --bundle fails now, with one line, not in the loop
+        def make_host():
+            return open_host(root, bundle)
+    options = build_options(kw)
+    skip = () if sample_seconds else FAULT_SAMPLING_CHECKS
+    # a run must end before the next is due: no check's budget exceeds the interval
+    budget = min(timeout, interval) if timeout else (
+        interval if interval < DEFAULT_TIMEOUT else None)
+
+    state = State()
+    stop = threading.Event()
+
+    def once(last):
+        return run_once(make_host, options, skip, budget, context, last)
+
+    try:
+        server = ThreadingHTTPServer((listen, port), make_handler(state))
+    except OSError as exc:
+        raise UsageError(f"--listen {listen} --port {port}: cannot listen: "
+                         f"{exc.strerror or exc}") from None
+    server.daemon_threads = True
+    worker = threading.Thread(target=loop, args=(state, once, interval, stop),
+                              name="exporter-runs", daemon=True)
+    worker.start()
+    host, bound = server.server_address[:2]
+    click.echo(f"ascend-doctor exporter: listening on http://{host}:{bound}/metrics "
+               f"(runs every {interval:g} s)", err=True)
+    sys.stderr.flush()
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        server.server_close()
+
+
+COMMANDS = (exporter_cmd,)
