@@ -350,3 +350,13 @@ def test_junit_with_control_bytes_parses_through_the_cli(cli, tmp_path):
     assert junit.exists(), r.stderr
     ET.parse(junit)
     _assert_no_shape("JUnit file", junit.read_text())
+
+
+def test_text_report_redacts_service_url_credentials(cli, tmp_path):
+    """The --service URL is a finding's subject: text output redacts it like JSON does."""
+    url = "http://admin:PLANTEDsvc0042@127.0.0.1:9"
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    for fmt in ((), ("--json",)):  # --markdown crashes here today (issue 20 item 8)
+        r = cli("check", "--service", url, *fmt, env=env)
+        assert "127.0.0.1:9" in r.stdout, r.stderr
+        assert "PLANTEDsvc0042" not in r.stdout + r.stderr, fmt
