@@ -360,3 +360,26 @@ def test_text_report_redacts_service_url_credentials(cli, tmp_path):
         r = cli("check", "--service", url, *fmt, env=env)
         assert "127.0.0.1:9" in r.stdout, r.stderr
         assert "PLANTEDsvc0042" not in r.stdout + r.stderr, fmt
+
+
+def test_log_read_in_ranges_or_growing_is_redacted_in_the_bundle(tmp_path):
+    """A tail read (a range not at offset 0) and a log that grows while it is read."""
+    log = tmp_path / "hostile.log"
+    _hostile_log(log)
+    rec = RecordingHost(LiveHost("/"))
+    with rec.open_stream(str(log)) as fh:  # a tail read, as iter_lines does on big logs
+        fh.seek(20)
+        fh.readline()
+        fh.read()
+    grow = tmp_path / "growing.log"
+    grow.write_bytes(b"INFO start\n")
+    with rec.open_stream(str(grow)) as fh:
+        with open(grow, "ab") as w:
+            w.write(b"export OBS_SK=PLANTEDobsSK0002\n")
+        fh.read()
+    out = tmp_path / "b.tar.gz"
+    rec.finish("live", {}).write(str(out))
+    members = _bundle_members(out.read_bytes())
+    assert any(b"PLANTED" not in d and b"<redacted>" in d for d in members.values())
+    for name, data in members.items():
+        _assert_no_shape(f"bundle member {name}", data.decode("utf-8", "replace"))
