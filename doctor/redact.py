@@ -269,9 +269,19 @@ class Redactor:
             pass
         if last_begin is not None and not _PEM_END.search(text, last_begin.end()):
             self._in_pem = True
-        red = redact_text(text) if len(text) <= MAX_TEXT else "".join(
-            redact_text(text[i:i + MAX_TEXT]) for i in range(0, len(text), MAX_TEXT))
-        return red.encode("utf-8", "surrogateescape")
+        if len(text) <= MAX_TEXT:
+            return redact_text(text).encode("utf-8", "surrogateescape")
+        parts, pos = [], 0  # slices end at a newline, so no secret is cut in two
+        while pos < len(text):
+            end = text.rfind("\n", pos, pos + MAX_TEXT) + 1
+            if end <= pos:  # one line longer than MAX_TEXT: redact_text cuts it with a marker
+                nl = text.find("\n", pos)
+                end = len(text) if nl < 0 else nl + 1
+            if len(text) - pos <= MAX_TEXT:
+                end = len(text)
+            parts.append(redact_text(text[pos:end]))
+            pos = end
+        return "".join(parts).encode("utf-8", "surrogateescape")
 
 
 def redact_bytes(data: bytes) -> bytes:

@@ -117,3 +117,12 @@ def test_neutralise_and_xml_safe() -> None:
     s = "a\x1b[2J b\x1b]52;c;QUJD\x07 c\td\ne\x9b"
     assert neutralise(s) == "a\\x1b[2J b\\x1b]52;c;QUJD\\x07 c\td\ne\\x9b"
     assert "\x0c" not in xml_safe("x\x0cy\x00") and xml_safe("x\x0cy") == "x\\x0cy"
+
+
+def test_big_blob_secret_at_a_slice_boundary_and_long_inner_line() -> None:
+    secret = b"HF_TOKEN=hf_PlantedBoundaryToken0042"
+    filler = (b"y" * 99 + b"\n") * (MAX_TEXT // 100)
+    data = filler[:-20] + secret + b"\n" + b"z" * (MAX_TEXT + 5) + b"\n" + filler + secret + b"\n"
+    out = redact_bytes(data)
+    assert b"hf_PlantedBoundaryToken0042" not in out and b"<truncated" in out
+    assert out.endswith(b"HF_TOKEN=<redacted>\n")
