@@ -28,7 +28,8 @@ from .cancel import Cancelled
 from .errors import BundleError, SourceError, SourceMissing
 from .host import (DEFAULT_HTTP_CAP, DEFAULT_OUTPUT_CAP, DEFAULT_READ_LIMIT, CommandResult,
                    Connection, Host, HostInfo, HttpResponse, ProcInfo, StatInfo, norm)
-from .redact import redact_argv, redact_bytes, redact_env, redact_environ_blob, redact_text
+from .redact import (is_binary, redact_argv, redact_bytes, redact_env, redact_environ_blob,
+                     redact_text)
 
 FORMAT = "ascend-doctor-bundle"
 FORMAT_VERSION = 1
@@ -284,8 +285,9 @@ def _raise(entry: Mapping[str, Any]) -> None:
 
 
 def _redact_file(path: str, data: bytes) -> bytes:
-    """Redact a file's bytes; /proc environ and cmdline images (NUL-separated, which
-    redact_bytes leaves alone as binary) are redacted in their own format."""
+    """Redact a file's bytes; /proc environ and cmdline images are redacted in their own
+    (NUL-separated) format, everything else line-wise by redact_bytes, which keeps invalid
+    UTF-8 and NULs byte-exact and leaves only executables/archives alone."""
     parts = path.split("/")
     if len(parts) == 4 and parts[1] == "proc" and parts[2].isdigit():
         if parts[3] == "environ":
@@ -359,8 +361,10 @@ class RecordingHost(Host):
                 break
             data = data[:MAX_BLOB - total]
             total += len(data)
-            kept.append([off, self.data.blob(redact_bytes(data) if off == 0 and size == len(data)
-                                              else data)])
+            # every range of a text file is redacted (a log read in ranges or still growing);
+            # an executable's ranges keep their offsets (redact_bytes leaves binaries alone)
+            binary = bool(merged) and merged[0][0] == 0 and is_binary(merged[0][1])
+            kept.append([off, self.data.blob(data if binary else redact_bytes(data))])
         self.data.put("stream", path, {"size": size, "ranges": kept})
 
     def listdir(self, path):

@@ -13,6 +13,7 @@ import click
 
 from .cli import default_lang
 from .errors import DoctorError, UsageError
+from .redact import neutralise, redact_text
 
 VERSION_SOURCES = {"vllm_ascend": "vllm-ascend", "vllm": "vllm", "torch": "torch",
                    "torch_npu": "torch-npu"}
@@ -244,18 +245,22 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int) -> None
     if as_json:
         click.echo(json.dumps({"source": source, "matches": [
             {"id": m.entry.id, "score": round(m.score, 3), "title": m.entry.text("title", lang),
-             "message": m.entry.render_message(m.groups, lang), "groups": dict(m.groups),
-             "lines": [{"line": n, "text": t} for n, t in m.lines],
+             "message": redact_text(m.entry.render_message(m.groups, lang)),
+             "groups": {k: redact_text(v) if isinstance(v, str) else v
+                        for k, v in dict(m.groups).items()},
+             "lines": [{"line": n, "text": redact_text(t)} for n, t in m.lines],
              "steps": m.entry.steps_for(lang), "fix": m.entry.fix} for m in matches]},
             indent=2, ensure_ascii=False))
     elif not matches:
         click.echo("no known signature matched" if lang == "en" else "未匹配到已知的错误特征")
     else:
         for rank, m in enumerate(matches, 1):
-            click.echo(f"{rank}. {m.entry.id}  {m.entry.render_message(m.groups, lang)}"
+            msg = neutralise(redact_text(m.entry.render_message(m.groups, lang)))
+            click.echo(f"{rank}. {m.entry.id}  {msg}"
                        f"  (score {m.score:.2f})")
             for n, t in m.lines:
-                click.echo(f"     line {n}: {t.strip()[:200]}")
+                # a log line is hostile: redact it first, cut it, show its controls as text
+                click.echo(f"     line {n}: {neutralise(redact_text(t.strip())[:200])}")
             for i, s in enumerate(m.entry.steps_for(lang), 1):
                 click.echo(f"     {i}) {s}")
             if m.entry.fix:

@@ -1,7 +1,15 @@
 """Secret redaction, applied at collection time and again when any report is rendered.
 
 A name is secret when it contains one of the markers the collect_env tools and our issue
-agreed on (TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH), case-insensitively.
+agreed on (TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH, COOKIE), or ends in a
+password/access-key part (*_PWD, *_PASS, Huawei Cloud's OBS_AK / OBS_SK), case-insensitively.
+
+Every pattern is linear-time: a name is matched only where a run of name characters starts
+(a lookbehind), with possessive quantifiers, and secret-ness is decided in Python on the
+match; nothing can backtrack over a run it already consumed. Input beyond MAX_TEXT is cut
+with a marker (the kept part redacted), so one hostile argv or log line costs bounded time.
+Bytes are redacted line-wise (surrogateescape keeps invalid UTF-8 and NULs byte-exact), and
+Redactor does the same for a stream fed in arbitrary chunks.
 """
 
 from __future__ import annotations
@@ -10,31 +18,52 @@ import re
 from typing import Any, Mapping
 
 REDACTED = "<redacted>"
+MAX_TEXT = 1 << 20  # characters of one string / bytes of one line that are kept
+TRUNCATED = "…<truncated {n} chars>"
 _MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
 # TOKEN but not TOKENS/TOKENIZER (--max-num-batched-tokens is a count, not a secret);
-# AUTH but not AUTHOR.
-_MARKER = r"(?:TOKEN(?!S(?![A-Za-z])|IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!OR)|COOKIE)"
+# AUTH but not AUTHOR; PWD/PASS/AK/SK only as a whole part of a name (DB_PASS, MYSQL_PWD,
+# OBS_AK, HUAWEICLOUD_SDK_SK), never PWD itself, BYPASS, TASK or PEAK.
+_MARKER = (r"(?:TOKEN(?!S(?![A-Za-z])|IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!OR)"
+           r"|COOKIE|(?<=[_.-])PWD(?![A-Za-z])|(?<![A-Za-z])PASS(?![A-Za-z])"
+           r"|(?<![A-Za-z])[AS]K(?![A-Za-z]))")
 _MARKER_RE = re.compile(_MARKER, re.IGNORECASE)
-_SECRET_NAME = rf"(?:[A-Za-z0-9_.-]*{_MARKER}[A-Za-z0-9_.-]*)"
+_NC = r"A-Za-z0-9_.\-"  # characters of a name
+_NAME = rf"(?<![{_NC}])([{_NC}]++)"
 
-# NAME=value in env files, systemd Environment= lines, shell exports, /proc environ dumps.
-_ASSIGN = re.compile(rf"(?i)\b({_SECRET_NAME})(\s*=\s*)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'&;]+)")
+# NAME=value in env files, systemd Environment= lines, shell exports, URL queries.
+_ASSIGN = re.compile(rf"{_NAME}([ \t]*+=[ \t]*+)")
+_VALUE = re.compile(r"\"[^\"\n]*+\"|'[^'\n]*+'|[^\s\"'&;]++")
 # --api-key VALUE / --api-key=VALUE / --hf-token VALUE and friends on command lines.
-_FLAG = re.compile(rf"(?i)(--{_SECRET_NAME})(=|\s+)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)")
+_FLAG = re.compile(rf"(?<![{_NC}])(--[{_NC}]++)(=|[ \t]++)(\"[^\"\n]*+\"|'[^'\n]*+'|[^\s\"']++)")
 # HTTP headers and bearer tokens anywhere in text.
-_HEADER = re.compile(r"(?im)^((?:proxy-)?authorization|cookie|set-cookie|x-api-key)(\s*:\s*)(.+)$")
-_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})")
+_HEADER = re.compile(r"(?im)^((?:proxy-)?authorization|cookie|set-cookie|x-api-key)"
+                     r"([ \t]*+:[ \t]*+)([^\n]+)")
+_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer|basic)([ \t]++)([A-Za-z0-9._~+/=-]{8,}+)")
 # "name": "value" in JSON, and 'name': 'value' in Python reprs of dicts (headers, env).
-_JSON_FIELD = re.compile(rf"(?i)(\"{_SECRET_NAME}\"\s*:\s*)(\"[^\"]*\")")
-_REPR_FIELD = re.compile(rf"(?i)('{_SECRET_NAME}'\s*:\s*)('[^'\n]*'|\"[^\"\n]*\")")
-# Tokens recognisable by their own shape, wherever they stand (a bare `sk-…` in a log line,
-# an argv element after the flag was split off): OpenAI-style, Hugging Face, GitHub, Slack,
-# AWS access key ids, JWTs.
-_TOKEN = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
-                    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
-                    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})")
-# The password in URL userinfo: scheme://user:PASSWORD@host (pip index URLs, proxies).
-_URL_CRED = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)")
+_JSON_FIELD = re.compile(rf"(\"[{_NC} ]{{1,200}}+\"[ \t]*+:[ \t]*+)(\"(?:[^\"\\\n]|\\.)*+\")")
+_REPR_FIELD = re.compile(rf"('[{_NC} ]{{1,200}}+'[ \t]*+:[ \t]*+)('[^'\n]*+'|\"[^\"\n]*+\")")
+# YAML / ini "key: value" at the start of a line (password: x, - token: y).
+_YAML = re.compile(rf"(?m)^([ \t]*+(?:-[ \t]++)?)([{_NC}]++)([ \t]*+:[ \t]++)([^\s#][^\n]*+)")
+# Tokens recognisable by their own shape, wherever they stand: OpenAI-style, Hugging Face,
+# GitHub, Slack, AWS access key ids, JWTs.
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_-])(?:sk-[A-Za-z0-9_-]{16,}+|hf_[A-Za-z0-9]{16,}+"
+                    r"|gh[pousr]_[A-Za-z0-9]{20,}+|xox[abprs]-[A-Za-z0-9-]{10,}+"
+                    r"|AKIA[0-9A-Z]{16}(?![0-9A-Z])"
+                    r"|eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+)")
+# URL userinfo: scheme://user:PASSWORD@host, and scheme://LONGTOKEN@host (git over https).
+_URL_CRED = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}+://)([^/\s:@]++)"
+                       r"(:[^@\s/]++)?+(@)")
+# Other users' argv in ps-like text: curl/wget -u user:pw, sshpass -p PW, mysql -p PW.
+_USER_FLAG = re.compile(r"(?<!\S)(-u|--user|--proxy-user|-U)([ \t]++|=)([^\s:]++:)(\S++)")
+_PW_PROG = re.compile(r"(?<![\w/.-])((?:sshpass|mysql|mysqladmin|mysqldump|mariadb)"
+                      r"(?:[ \t]++[^\s]++){0,8}?[ \t]++-p)([ \t]*+)([^\s-]\S*+)")
+# PEM private keys: everything between BEGIN and END goes.
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_YAML_NOT = re.compile(r"(?:Error|Exception|Warning)$")
+_PW_PROGS = {"sshpass", "mysql", "mysqladmin", "mysqldump", "mariadb"}
+_USER_PROGS = {"curl", "wget"}
 
 
 def is_secret_name(name: str) -> bool:
@@ -46,30 +75,116 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: (REDACTED if is_secret_name(k) else redact_text(v)) for k, v in env.items()}
 
 
+def _named(m: re.Match) -> str:
+    if not is_secret_name(m.group(1)):
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}{REDACTED}"
+
+
+def _assignments(text: str) -> str:
+    """NAME=value, scanning on after a harmless NAME= so url=https://h/?api_key=X is seen."""
+    out, pos = [], 0
+    while True:
+        m = _ASSIGN.search(text, pos)
+        if m is None:
+            break
+        v = _VALUE.match(text, m.end())
+        if v is None or not is_secret_name(m.group(1)):
+            out.append(text[pos:m.end()])
+            pos = m.end()
+            continue
+        out.append(text[pos:m.end()] + REDACTED)
+        pos = v.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _json_field(m: re.Match) -> str:
+    if not is_secret_name(m.group(1)):
+        return m.group(0)
+    q = m.group(2)[0]
+    return f"{m.group(1)}{q}{REDACTED}{q}"
+
+
+def _yaml(m: re.Match) -> str:
+    name = m.group(2)
+    if not is_secret_name(name) or _YAML_NOT.search(name):
+        return m.group(0)
+    return f"{m.group(1)}{name}{m.group(3)}{REDACTED}"
+
+
+def _url(m: re.Match) -> str:
+    scheme, user, pw, at = m.group(1), m.group(2), m.group(3), m.group(4)
+    if pw:
+        return f"{scheme}{user}:{REDACTED}{at}"
+    return m.group(0) if len(user) < 16 else f"{scheme}{REDACTED}{at}"
+
+
+def _redact_pem(text: str) -> str:
+    """Cut the body of every PEM private key, also one whose END is missing (cut off)."""
+    out, pos = [], 0
+    while True:
+        b = _PEM_BEGIN.search(text, pos)
+        if b is None:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos:b.end()])
+        e = _PEM_END.search(text, b.end())
+        out.append("\n" + REDACTED + "\n")
+        if e is None:
+            return "".join(out)
+        out.append(text[e.start():e.end()])
+        pos = e.end()
+
+
 def redact_text(text: str) -> str:
-    """Replace secrets in free text: assignments, flags, auth headers, bearer tokens."""
+    """Replace secrets in free text: assignments, flags, headers, tokens, URLs, PEM keys.
+
+    Linear in len(text); text longer than MAX_TEXT is cut (with a marker) first.
+    """
     if not text:
         return text
-    text = _ASSIGN.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-    text = _FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    tail = ""
+    if len(text) > MAX_TEXT:
+        tail = TRUNCATED.format(n=len(text) - MAX_TEXT)
+        text = text[:MAX_TEXT]
+    if "-----BEGIN" in text:
+        text = _redact_pem(text)
+    text = _assignments(text)
+    text = _FLAG.sub(_named, text)
     text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-    text = _JSON_FIELD.sub(lambda m: f"{m.group(1)}\"{REDACTED}\"", text)
-    text = _REPR_FIELD.sub(lambda m: f"{m.group(1)}'{REDACTED}'", text)
-    text = _URL_CRED.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", text)
+    text = _JSON_FIELD.sub(_json_field, text)
+    text = _REPR_FIELD.sub(_json_field, text)
+    text = _YAML.sub(_yaml, text)
+    text = _URL_CRED.sub(_url, text)
+    text = _USER_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", text)
+    text = _PW_PROG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _TOKEN.sub(REDACTED, text)
-    return text
+    return text + tail
 
 
 def redact_argv(argv: "list[str] | tuple[str, ...]") -> list[str]:
-    """Redact the value that follows a secret flag (``--api-key sk-…``) in an argv."""
+    """Redact secret values in an argv: after a secret flag (``--api-key sk-…``), sshpass /
+    mysql ``-p PW`` (and ``-pPW``), curl/wget ``-u user:PW``."""
     out: list[str] = []
-    hide_next = False
-    for arg in argv:
+    hide_next = user_next = False
+    prog = ""
+    for i, arg in enumerate(argv):
         if hide_next:
             out.append(REDACTED)
             hide_next = False
             continue
+        if user_next:
+            user, sep, _pw = arg.partition(":")
+            out.append(f"{user}:{REDACTED}" if sep else arg)
+            user_next = False
+            continue
+        base = arg.rsplit("/", 1)[-1]
+        if base in _PW_PROGS or base in _USER_PROGS or i == 0:
+            prog = base
         if arg.startswith("--") and is_secret_name(arg.split("=", 1)[0]):
             if "=" in arg:
                 out.append(arg.split("=", 1)[0] + "=" + REDACTED)
@@ -77,20 +192,106 @@ def redact_argv(argv: "list[str] | tuple[str, ...]") -> list[str]:
                 out.append(arg)
                 hide_next = True
             continue
+        if prog in _PW_PROGS and arg.startswith("-p") and not arg.startswith("--"):
+            out.append("-p" if arg == "-p" else "-p" + REDACTED)
+            hide_next = arg == "-p"
+            continue
+        if arg in ("-u", "--user", "--proxy-user", "-U"):
+            out.append(arg)
+            user_next = True
+            continue
         out.append(redact_text(arg))
     return out
 
 
+_BINARY_MAGIC = (b"\x7fELF", b"\x1f\x8b", b"PK\x03\x04", b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4",
+                 b"\x0a\x0d\x0d\x0a", b"\x89PNG")
+
+
+def is_binary(data: bytes) -> bool:
+    """Executables, archives and captures: their offsets matter and they are not text."""
+    return data.startswith(_BINARY_MAGIC)
+
+
+class Redactor:
+    """Redacts a byte stream fed in arbitrary chunks, line by line.
+
+    A partial last line is held back until its newline arrives (at most MAX_TEXT bytes:
+    longer lines are cut with a marker), so a secret split across two chunks is still seen
+    whole. A PEM private key open at a chunk's end stays open into the next one.
+    Lines are decoded with surrogateescape: invalid UTF-8 and NULs come out byte-exact.
+    """
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._skipping = 0  # bytes dropped from the current over-long line
+        self._in_pem = False
+
+    def feed(self, data: bytes) -> bytes:
+        buf = self._pending + data
+        cut = buf.rfind(b"\n") + 1
+        whole, self._pending = buf[:cut], buf[cut:]
+        out = b""
+        if self._skipping and whole:  # the over-long line ends in this chunk
+            nl = whole.find(b"\n")
+            self._skipping += nl
+            out = TRUNCATED.format(n=self._skipping).encode() + b"\n"
+            whole, self._skipping = whole[nl + 1:], 0
+        elif self._skipping:
+            self._skipping += len(self._pending)
+            self._pending = b""
+            return b""
+        if len(self._pending) > MAX_TEXT:
+            self._skipping = len(self._pending) - MAX_TEXT
+            head, self._pending = self._pending[:MAX_TEXT], b""
+            whole += head
+        return out + self._redact(whole)
+
+    def close(self) -> bytes:
+        tail, self._pending = self._pending, b""
+        out = self._redact(tail)
+        if self._skipping:
+            out += TRUNCATED.format(n=self._skipping).encode()
+            self._skipping = 0
+        return out
+
+    def _redact(self, chunk: bytes) -> bytes:
+        if not chunk:
+            return chunk
+        text = chunk.decode("utf-8", "surrogateescape")
+        if self._in_pem:  # drop lines up to the END marker
+            e = _PEM_END.search(text)
+            if e is None:
+                return b""
+            text, self._in_pem = text[e.start():], False
+        last_begin = None
+        for last_begin in _PEM_BEGIN.finditer(text):
+            pass
+        if last_begin is not None and not _PEM_END.search(text, last_begin.end()):
+            self._in_pem = True
+        if len(text) <= MAX_TEXT:
+            return redact_text(text).encode("utf-8", "surrogateescape")
+        parts, pos = [], 0  # slices end at a newline, so no secret is cut in two
+        while pos < len(text):
+            end = text.rfind("\n", pos, pos + MAX_TEXT) + 1
+            if end <= pos:  # one line longer than MAX_TEXT: redact_text cuts it with a marker
+                nl = text.find("\n", pos)
+                end = len(text) if nl < 0 else nl + 1
+            if len(text) - pos <= MAX_TEXT:
+                end = len(text)
+            parts.append(redact_text(text[pos:end]))
+            pos = end
+        return "".join(parts).encode("utf-8", "surrogateescape")
+
+
 def redact_bytes(data: bytes) -> bytes:
-    """Redact text-looking content; binary data (ELF, pcap, NUL bytes) passes unchanged."""
-    if b"\0" in data[:4096]:
+    """Redact text-looking shapes in bytes (invalid UTF-8 and NULs kept byte-exact around
+    them); executables, archives and captures pass unchanged."""
+    if not data or is_binary(data):
         return data
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data
-    red = redact_text(text)
-    return data if red == text else red.encode("utf-8")
+    r = Redactor()
+    out = r.feed(data) + r.close()
+    return data if out == data else out
 
 
 def redact_environ_blob(data: bytes) -> bytes:
@@ -120,3 +321,20 @@ def redact_obj(obj: Any) -> Any:
     if isinstance(obj, str):
         return redact_text(obj)
     return obj
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def neutralise(text: str) -> str:
+    """Show C0/C1 control characters (ESC, BEL, OSC 52 …) as visible ``\\x1b`` text, keeping
+    tab and newline, so a log line cannot drive the operator's terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(text: str) -> str:
+    """Replace characters XML 1.0 cannot hold (and C1 controls) with visible ``\\xNN`` text."""
+    return _XML_BAD.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)

@@ -11,7 +11,7 @@ import sys
 from typing import TextIO
 
 from ..model import Category, CheckResult, Report, Status
-from ..redact import redact_text
+from ..redact import neutralise, redact_text
 
 GLYPHS = {Status.PASS: "✔", Status.INFO: "ℹ", Status.WARN: "▲", Status.FAIL: "✖",
           Status.SKIP: "○", Status.ERROR: "⚠"}
@@ -30,6 +30,13 @@ def _glyphs(stream: TextIO) -> dict[Status, str]:
         return ASCII
 
 
+def _safe(text: str) -> str:
+    """Redacted (a --service URL's password in a subject), controls shown as ``\\x1b`` text
+    (a log's ESC[2J / OSC 52 never reaches the terminal), Rich markup escaped."""
+    from rich.markup import escape
+    return escape(neutralise(redact_text(str(text))))
+
+
 def render(report: Report, stream: TextIO | None = None, kb=None, lang: str = "en",
            verbose: bool = False) -> None:
     """Write the report to ``stream``; ``kb`` (a KnowledgeBase) adds titles and next steps."""
@@ -42,8 +49,8 @@ def render(report: Report, stream: TextIO | None = None, kb=None, lang: str = "e
                       force_terminal=None if not no_color else False, emoji=False)
     glyph = _glyphs(stream)
     h = report.host
-    console.print(f"[bold]ascend-doctor {report.tool_version}[/] — {escape(h.hostname)} "
-                  f"({escape(h.os or h.arch)}, kernel {escape(h.kernel)}) — context: "
+    console.print(f"[bold]ascend-doctor {report.tool_version}[/] — {_safe(h.hostname)} "
+                  f"({_safe(h.os or h.arch)}, kernel {_safe(h.kernel)}) — context: "
                   f"{report.context}")
     by_cat: dict[Category, list[CheckResult]] = {}
     for r in report.results:
@@ -55,26 +62,26 @@ def render(report: Report, stream: TextIO | None = None, kb=None, lang: str = "e
         console.print(f"[{STYLES[worst]}]{glyph[worst]}[/] [bold]{cat.value.upper()}[/]")
         for r in results:
             st = r.status
-            console.print(f"  [{STYLES[st]}]{glyph[st]} {st.value:5}[/] {r.check_id} — "
-                          f"{escape(r.title)}")
+            console.print(f"  [{STYLES[st]}]{glyph[st]} {st.value:5}[/] {_safe(r.check_id)} — "
+                          f"{_safe(r.title)}")
             for f in r.findings:
                 if f.status in (Status.PASS, Status.SKIP) and not verbose and len(r.findings) > 1:
                     continue
-                subj = (f"{escape(f.subject)}: " if f.subject and not
+                subj = (f"{_safe(f.subject)}: " if f.subject and not
                         f.message.startswith(f.subject) else "")
                 console.print(f"      [{STYLES[f.status]}]{glyph[f.status]}[/] {subj}"
-                              f"{escape(redact_text(f.message))}")
+                              f"{_safe(f.message)}")
                 if f.status in (Status.FAIL, Status.WARN, Status.ERROR):
                     for kb_id in f.kb:
                         entry = kb.get(kb_id) if kb is not None else None
                         if entry is None:
                             console.print(f"        [dim]kb {kb_id}[/]")
                             continue
-                        console.print(f"        [dim]kb {kb_id}: {escape(entry.text('title', lang))}"
+                        console.print(f"        [dim]kb {kb_id}: {_safe(entry.text('title', lang))}"
                                       f" (ascend-doctor explain {kb_id})[/]")
                         steps = entry.steps_for(lang)
                         if steps:
-                            console.print(f"        [dim]next: {escape(steps[0])}[/]")
+                            console.print(f"        [dim]next: {_safe(steps[0])}[/]")
                     if f.fix:
                         console.print(f"        [dim]fix: ascend-doctor fix {f.fix.id}[/]")
     s = report.summary

@@ -239,3 +239,147 @@ def test_tui_export_holds_no_secrets(vllm_like, tmp_path):
     assert any(k.startswith("blobs/") for k in members)
     for name, data in members.items():
         _assert_clean(f"TUI bundle member {name}", data.decode("utf-8", "replace"))
+
+
+# -- every secret shape, in a hostile log read through the streamed path ---------------------
+SHAPES = {
+    "obs_ak": ("export OBS_AK=", "PLANTEDobsAK0001"),
+    "obs_sk": ("OBS_SK='", "PLANTEDobsSK0002'"),
+    "hw_ak": ("HUAWEICLOUD_SDK_AK=", "PLANTEDhwAK0003"),
+    "hw_sk": ("HUAWEICLOUD_SDK_SK=", "PLANTEDhwSK0004"),
+    "pwd": ("MYSQL_PWD=", "PLANTEDpwd0005"),
+    "pass": ("REDIS_PASS=", "PLANTEDpass0006"),
+    "yaml": ("password: ", "PLANTEDyaml0007"),
+    "yaml_list": ("  - token: ", "PLANTEDyaml0008"),
+    "url_userinfo": ("GET https://svc:", "PLANTEDurlpw0009@mirror.example/x"),
+    "url_token": ("GET https://h.example/v1/models?token=", "PLANTEDqtoken0010&a=1"),
+    "url_access": ("GET https://h.example/?a=1&access_token=", "PLANTEDqaccess0011"),
+    "url_apikey": ("proxy url=https://h.example/?api_key=", "PLANTEDqapikey0012"),
+    "sshpass": ("root  4242 sshpass -p ", "PLANTEDsshpass0013 ssh node2"),
+    "curl": ("root  4243 curl -s -u admin:", "PLANTEDcurl0014 https://x"),
+    "password_flag": ("root  4244 tool --password ", "PLANTEDflag0015"),
+    "mysql": ("root  4245 mysql -h db -p ", "PLANTEDmysql0016 app"),
+    "pem": ("-----BEGIN RSA PRIVATE KEY-----\n", "MIIPLANTEDpemBODY0017\n-----END RSA PRIVATE KEY-----"),
+}
+SHAPE_SECRETS = {k: v[1].split("@")[0].split("&")[0].split(" ")[0].rstrip("'").split("\n")[0]
+                 for k, v in SHAPES.items()}
+STRADDLE = "HF_TOKEN=hf_PlantedStraddlingToken0099"
+CONTROLS = "\x1b[2J\x1b]52;c;cGxhbnRlZA==\x07\x1b[31m"
+
+
+def _hostile_log(path: Path) -> None:
+    """Shapes, an invalid UTF-8 byte, a NUL, terminal escapes, and a token across 64 KiB."""
+    head = b"INFO start \xff\xfe invalid utf-8 and a NUL \x00 here\n"
+    head += "".join(f"{a}{b}\n" for a, b in SHAPES.values()).encode()
+    head += f"ERROR {CONTROLS} ImportError: libascendcl.so: cannot open shared object file: "\
+            f"No such file or directory HF_TOKEN=hf_PlantedTriageToken0042\n".encode()
+    pad = 65536 - len(head) - 20
+    body = head + b"x" * (pad - 1) + b"\n" + STRADDLE.encode() + b"\nINFO tail\n"
+    assert body.index(STRADDLE.encode()) < 65536 < body.index(STRADDLE.encode()) + len(STRADDLE)
+    path.write_bytes(body)
+
+
+@check("secrets.logstream", title="copies a streamed log into its finding",
+       category=Category.SERVICE)
+def logstream(host: Host, options: RunOptions):
+    from doctor.probes.logs import iter_lines
+    with host.open_stream(options.logs[0]) as fh:
+        text = "".join(iter_lines(fh, None))
+    yield Finding.warn(f"log {text}", evidence={"log": text})
+
+
+def _assert_no_shape(where: str, text: str) -> None:
+    leaked = [k for k, v in SHAPE_SECRETS.items() if v in text]
+    leaked += [s for s in ("hf_PlantedStraddlingToken0099", "hf_PlantedTriageToken0042") if s in text]
+    assert not leaked, f"{where} leaks {leaked}"
+
+
+def test_every_shape_in_a_hostile_streamed_log_stays_out(tmp_path):
+    import xml.etree.ElementTree as ET
+    from knowledge import load
+    from doctor.report import jsonreport, junit, markdown, text
+
+    log = tmp_path / "hostile.log"
+    _hostile_log(log)
+    reg = Registry.discover(plugins=False)
+    reg.add_check(logstream.__ascend_doctor_check__)
+    options = RunOptions(logs=(str(log),))
+    live = run(LiveHost("/"), options, reg, RunConfig(only=("secrets.logstream",)))
+    msg = live.results[0].findings[0].message
+    assert "PLANTEDobsAK0001" in msg and STRADDLE in msg  # guard: the check saw them raw
+    rec = RecordingHost(LiveHost("/"))
+    report = run(rec, options, reg, RunConfig(only=("secrets.logstream",)))
+    out = tmp_path / "b.tar.gz"
+    rec.finish("live", options.public()).write(str(out))
+    members = _bundle_members(out.read_bytes())
+    blobs = [d for k, d in members.items() if k.startswith("blobs/")]
+    assert any(b"\xff\xfe invalid" in d and b"\x00 here" in d for d in blobs)  # kept byte-exact
+    for name, data in members.items():
+        _assert_no_shape(f"bundle member {name}", data.decode("utf-8", "replace"))
+    for r in (live, report):
+        _assert_no_shape("JSON report", jsonreport.render(r, {}))
+        _assert_no_shape("Markdown report", markdown.render(r, load(), "en"))
+        xml = junit.render(r)
+        _assert_no_shape("JUnit report", xml)
+        ET.fromstring(xml.encode())  # control bytes did not break the file
+        buf = io.StringIO()
+        text.render(r, buf, load(), "en", True)
+        _assert_no_shape("text report", buf.getvalue())
+        assert "\x1b" not in buf.getvalue() and "\x07" not in buf.getvalue()
+
+
+def test_triage_output_is_redacted_and_neutralised(cli, tmp_path):
+    log = tmp_path / "hostile.log"
+    _hostile_log(log)
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "LANG": "C.UTF-8"}
+    for args in (("triage", str(log)), ("triage", str(log), "--json")):
+        r = cli(*args, env=env)
+        assert r.returncode == 0, r.stderr
+        assert "libascendcl.so" in r.stdout
+        assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+        _assert_no_shape(" ".join(args), r.stdout)
+    assert "\\x1b[2J" in cli("triage", str(log), env=env).stdout
+
+
+def test_junit_with_control_bytes_parses_through_the_cli(cli, tmp_path):
+    import xml.etree.ElementTree as ET
+    log = tmp_path / "hostile.log"
+    _hostile_log(log)
+    junit = tmp_path / "j.xml"
+    r = cli("check", "--log", str(log), "--junit", str(junit))
+    assert junit.exists(), r.stderr
+    ET.parse(junit)
+    _assert_no_shape("JUnit file", junit.read_text())
+
+
+def test_text_report_redacts_service_url_credentials(cli, tmp_path):
+    """The --service URL is a finding's subject: text output redacts it like JSON does."""
+    url = "http://admin:PLANTEDsvc0042@127.0.0.1:9"
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    for fmt in ((), ("--json",)):  # --markdown crashes here today (issue 20 item 8)
+        r = cli("check", "--service", url, *fmt, env=env)
+        assert "127.0.0.1:9" in r.stdout, r.stderr
+        assert "PLANTEDsvc0042" not in r.stdout + r.stderr, fmt
+
+
+def test_log_read_in_ranges_or_growing_is_redacted_in_the_bundle(tmp_path):
+    """A tail read (a range not at offset 0) and a log that grows while it is read."""
+    log = tmp_path / "hostile.log"
+    _hostile_log(log)
+    rec = RecordingHost(LiveHost("/"))
+    with rec.open_stream(str(log)) as fh:  # a tail read, as iter_lines does on big logs
+        fh.seek(20)
+        fh.readline()
+        fh.read()
+    grow = tmp_path / "growing.log"
+    grow.write_bytes(b"INFO start\n")
+    with rec.open_stream(str(grow)) as fh:
+        with open(grow, "ab") as w:
+            w.write(b"export OBS_SK=PLANTEDobsSK0002\n")
+        fh.read()
+    out = tmp_path / "b.tar.gz"
+    rec.finish("live", {}).write(str(out))
+    members = _bundle_members(out.read_bytes())
+    assert any(b"PLANTED" not in d and b"<redacted>" in d for d in members.values())
+    for name, data in members.items():
+        _assert_no_shape(f"bundle member {name}", data.decode("utf-8", "replace"))
