@@ -13,9 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import click
-from prometheus_client import CONTENT_TYPE_LATEST
 
-from .exporter import Snapshot, exposition, health
 
 FAULT_SAMPLING_CHECKS = ("tlb.faults",)  # they sample /proc for seconds: only when asked
 
@@ -24,11 +22,13 @@ class State:
     """The last snapshot and its rendered exposition, swapped atomically under a lock."""
 
     def __init__(self) -> None:
+        from .exporter import Snapshot, exposition, health  # noqa: F401  (lazy: prometheus_client)
         self._lock = threading.Lock()
         self.snap = Snapshot(None, None, time.time(), None, "the first run has not finished")
         self.body = exposition(self.snap)
 
     def set(self, snap: Snapshot) -> None:
+        from .exporter import Snapshot, exposition, health  # noqa: F401  (lazy: prometheus_client)
         body = exposition(snap)
         with self._lock:
             self.snap, self.body = snap, body
@@ -42,6 +42,7 @@ def run_once(make_host, options, skip: tuple[str, ...], timeout: float | None,
              context: str | None, last_success: float | None) -> Snapshot:
     """One run of the checks plus the npu-smi fact; any failure becomes Snapshot.error."""
     from .cli import run_report
+    from .exporter import Snapshot
     from .facts import FactStore
     from .probes.npusmi import NpuSmi
     from .registry import Registry
@@ -70,6 +71,8 @@ def loop(state: State, once, interval: float, stop: threading.Event) -> None:
 
 
 def make_handler(state: State):
+    from prometheus_client import CONTENT_TYPE_LATEST  # noqa: F401  (lazy: heavy)
+    from .exporter import health
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             path = self.path.split("?", 1)[0]
