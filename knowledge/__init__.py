@@ -275,8 +275,8 @@ class KnowledgeBase:
             line = _normalized(raw)
             covered = scan(line)
             record(covered, n, raw)
-            window = [*window[-(_JOIN_LINES - 1):], (n, line, set(covered))]
-            if sum(len(t) for _, t, _ in window) > _JOIN_MAX:
+            window = [*window[max(len(window) - _JOIN_LINES + 1, 0):], (n, line, set(covered))]
+            if _RECORD_START.match(raw) or sum(len(t) for _, t, _ in window) > _JOIN_MAX:
                 window = window[-1:]
             for k in range(2, len(window) + 1):
                 part = window[-k:]
@@ -304,6 +304,11 @@ class KnowledgeBase:
 
 
 _JOIN_LINES = 3  # a reporter's paste wraps a long message over at most this many lines
+# a line that starts a new log record (level, timestamp, bracket, CANN code, traceback
+# frame, "XError:") is no continuation of a wrapped paste: not joined, which keeps big logs fast
+_RECORD_START = re.compile(
+    r"\s*(?:\[|\(|\d{4}-\d\d|\d\d-\d\d |[IWEDF]\d{4} |(?:INFO|WARNING|WARN|ERROR|DEBUG|"
+    r"CRITICAL|TRACE)\b|E[A-Z0-9]\d{4}:|Traceback |File \"|[\w.]+(?:Error|Exception|Warning):)")
 _JOIN_MAX = 8192  # longer lines are not wrapped pastes; joining them only costs time
 # CANN's own wording of a runtime return code, read as torch_npu's wording of it
 _RUNTIME_RESULT = re.compile(r"\b(?:runtime result|rtError|ret(?:urn)? code)\s*[=:]\s*(\d{6})\b",
