@@ -297,7 +297,7 @@ class KnowledgeBase:
         for eid, cnt in counts.items():
             e = self.entries[eid]
             specificity = min(span.get(eid, 0) / 200.0, 0.99)
-            out.append(Match(e, cnt + specificity, tuple(hits[eid]), groups.get(eid, {})))
+            out.append(Match(e, cnt + specificity, tuple(sorted(hits[eid])), groups.get(eid, {})))
         if any(not m.entry.generic for m in out):
             out = [m for m in out if not m.entry.generic]
         return sorted(out, key=lambda m: (-m.score, m.entry.id))
