@@ -45,9 +45,8 @@ def _context(root: str | None, bundle: str | None, demo_root: str | None, option
             raise UsageError("--bundle needs --demo-root DIR: the overlay the fix writes into")
         os.makedirs(demo_root, exist_ok=True)
         if bundle:
-            with open(bundle, "rb") as fh:
-                raw = fh.read()
-            factory = lambda: BundleHost(BundleData.load(raw), demo_root)  # noqa: E731
+            data = BundleData.load(bundle)  # streamed and bounded; replay hosts share it
+            factory = lambda: BundleHost(data, demo_root)  # noqa: E731
         else:
             from .demo import demo_bundle_data
             factory = lambda: BundleHost(demo_bundle_data(), demo_root)  # noqa: E731

@@ -228,6 +228,16 @@ def _lines(source: str) -> Iterator[str]:
             raise DoctorError(f"cannot read {source}: {exc}") from None
 
 
+# what to run when no signature matched: the host's own libraries and stack explain most
+# failures a log does not name
+NEXT_STEP = {
+    "en": "next: run `ascend-doctor check --only libs` on the host, then "
+          "`ascend-doctor collect` and attach the bundle",
+    "zh": "下一步：在主机上运行 `ascend-doctor check --only libs`，再运行 "
+          "`ascend-doctor collect` 并附上诊断包",
+}
+
+
 @click.command("triage")
 @click.argument("source", default="-", metavar="[FILE|-]")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
@@ -253,6 +263,7 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int) -> None
             indent=2, ensure_ascii=False))
     elif not matches:
         click.echo("no known signature matched" if lang == "en" else "未匹配到已知的错误特征")
+        click.echo(NEXT_STEP.get(lang, NEXT_STEP["en"]))
     else:
         for rank, m in enumerate(matches, 1):
             msg = neutralise(redact_text(m.entry.render_message(m.groups, lang)))

@@ -49,6 +49,7 @@ class Entry:
     severity: str = "medium"
     domain: str = ""
     message: Mapping[str, str] = field(default_factory=dict)  # triage template, {group} names
+    generic: bool = False  # its signatures fit many causes: ranked only when nothing specific
 
     def advice_for(self, versions: Mapping[str, str | None], lang: str = "en") -> list[str]:
         """The advice texts whose ``when`` holds for ``versions`` (unknown version: not held).
@@ -229,44 +230,95 @@ class KnowledgeBase:
         return self._flat_cache
 
     def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5) -> list[Match]:
-        """Rank entries by how many distinct lines their signatures match (streaming).
+        """Rank entries by evidence (streaming): specific entries before generic ones.
 
-        Ties break on how much of one line the entry's signatures explain, then the id.
-        A literal pre-filter (knowledge/gate.py) skips the regexes that cannot match a line.
+        An entry marked ``generic`` (ACL call failed, EZ9999) is returned only when no
+        specific entry matched, so the decisive line wins over a frequent vague one. Within
+        a tier entries rank by how many distinct lines they match, ties on how much of one
+        line their signatures explain, then the id. A reporter's paste that wrapped a long
+        line is matched joined with the line after it; CANN's ``runtime result = N`` is read
+        as torch_npu's ``error code is N``. A literal pre-filter (knowledge/gate.py) skips
+        the regexes that cannot match a line.
         """
         hits: dict[str, list[tuple[int, str]]] = {}
         groups: dict[str, dict[str, str]] = {}
         counts: dict[str, int] = {}
         span: dict[str, int] = {}  # most text of one line explained: more specific
         flat, gate = self._flat()
-        for n, line in enumerate(lines, 1):
-            cands = gate.candidates(line)
-            if not cands:
-                continue
-            # per entry and line: every signature that matches adds its matched length,
-            # so the entry whose signatures explain more of the line ranks first
+
+        def scan(text: str) -> dict[str, int]:
+            """Per entry, the matched length its signatures explain in ``text``."""
             covered: dict[str, int] = {}
-            for i in sorted(cands):
+            found_groups: dict[str, dict[str, str]] = {}
+            for i in sorted(set(gate.candidates(text))):
                 e, rx = flat[i]
-                m = rx.search(line)
+                m = rx.search(text)
                 if not m:
                     continue
-                first = e.id not in covered
                 covered[e.id] = covered.get(e.id, 0) + max(m.end() - m.start(), 1)
-                groups.setdefault(e.id, {}).update({k: v for k, v in m.groupdict().items() if v})
-                if first:
-                    counts[e.id] = counts.get(e.id, 0) + 1
-                    lst = hits.setdefault(e.id, [])
-                    if len(lst) < limit_lines_per_entry:
-                        lst.append((n, line.rstrip("\n")[:500]))
+                found_groups.setdefault(e.id, {}).update(
+                    {k: v for k, v in m.groupdict().items() if v})
+            for eid, g in found_groups.items():
+                groups.setdefault(eid, {}).update(g)
+            return covered
+
+        def record(covered: Mapping[str, int], n: int, text: str) -> None:
             for eid, width in covered.items():
+                counts[eid] = counts.get(eid, 0) + 1
+                lst = hits.setdefault(eid, [])
+                if len(lst) < limit_lines_per_entry:
+                    lst.append((n, text.rstrip("\n")[:500]))
                 span[eid] = max(span.get(eid, 0), width)
+
+        window: list[tuple[int, str, set[str]]] = []  # the last _JOIN_LINES lines
+        for n, raw in enumerate(lines, 1):
+            line = _normalized(raw)
+            covered = scan(line)
+            record(covered, n, raw)
+            window = [*window[max(len(window) - _JOIN_LINES + 1, 0):], (n, line, set(covered))]
+            if _RECORD_START.match(raw) or sum(len(t) for _, t, _ in window) > _JOIN_MAX:
+                window = window[-1:]
+            for k in range(2, len(window) + 1):
+                part = window[-k:]
+                seen = set().union(*(c for _, _, c in part))
+                glued = part[0][1].rstrip("\r\n")
+                spaced = glued.rstrip()
+                for _, t, _ in part[1:]:
+                    glued += t.lstrip()
+                    spaced += " " + t.strip()
+                joined: dict[str, int] = {}
+                for text in (glued, spaced):
+                    for eid, width in scan(text).items():
+                        if eid not in seen:
+                            joined[eid] = max(joined.get(eid, 0), width)
+                record(joined, part[0][0], spaced)
+                part[0][2].update(joined)
         out = []
         for eid, cnt in counts.items():
             e = self.entries[eid]
             specificity = min(span.get(eid, 0) / 200.0, 0.99)
-            out.append(Match(e, cnt + specificity, tuple(hits[eid]), groups.get(eid, {})))
+            out.append(Match(e, cnt + specificity, tuple(sorted(hits[eid])), groups.get(eid, {})))
+        if any(not m.entry.generic for m in out):
+            out = [m for m in out if not m.entry.generic]
         return sorted(out, key=lambda m: (-m.score, m.entry.id))
+
+
+_JOIN_LINES = 3  # a reporter's paste wraps a long message over at most this many lines
+# a line that starts a new log record (level, timestamp, bracket, CANN code, traceback
+# frame, "XError:") is no continuation of a wrapped paste: not joined, which keeps big logs fast
+_RECORD_START = re.compile(
+    r"\s*(?:\[|\(|\d{4}-\d\d|\d\d-\d\d |[IWEDF]\d{4} |(?:INFO|WARNING|WARN|ERROR|DEBUG|"
+    r"CRITICAL|TRACE)\b|E[A-Z0-9]\d{4}:|Traceback |File \"|[\w.]+(?:Error|Exception|Warning):)")
+_JOIN_MAX = 8192  # longer lines are not wrapped pastes; joining them only costs time
+# CANN's own wording of a runtime return code, read as torch_npu's wording of it
+_RUNTIME_RESULT = re.compile(r"\b(?:runtime result|rtError|ret(?:urn)? code)\s*[=:]\s*(\d{6})\b",
+                             re.IGNORECASE)
+
+
+def _normalized(line: str) -> str:
+    """The line, with ``error code is N`` appended for each CANN ``runtime result = N``."""
+    extra = [f"error code is {m.group(1)}" for m in _RUNTIME_RESULT.finditer(line)]
+    return line.rstrip("\n") + ("  [" + "; ".join(extra) + "]" if extra else "")
 
 
 def _entry_from(d: Mapping[str, Any], domain: str) -> Entry:
@@ -276,7 +328,7 @@ def _entry_from(d: Mapping[str, Any], domain: str) -> Entry:
                  fix=d.get("fix"), applies_to=d.get("applies_to", {}),
                  advice=tuple(d.get("advice", ())), sources=tuple(d.get("sources", ())),
                  severity=d.get("severity", "medium"), domain=domain,
-                 message=d.get("message", {}))
+                 message=d.get("message", {}), generic=bool(d.get("generic", False)))
 
 
 def data_files() -> list[tuple[str, bytes]]:

@@ -20,7 +20,7 @@ from . import LANGS, LIST_KEYS, VERSION_KEYS, _canon_spec
 ID_RX = re.compile(r"^ASC-[A-Z]+-\d{3}$")
 REQUIRED = ("id", "title", "cause", "steps", "sources")
 KNOWN = {"id", "title", "cause", "steps", "signatures", "aliases", "checks", "fix",
-         "applies_to", "advice", "sources", "severity", "message", "description",
+         "applies_to", "advice", "sources", "severity", "message", "description", "generic",
          # optional fields from ascend-fd's schema (anchors §10.6), accepted for the future
          "links", "explains", "category", "since", "deprecated"}
 SEVERITIES = {"none", "low", "medium", "high", "critical"}
@@ -86,6 +86,8 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
         p += _bilingual(a, f"{eid}.advice[{i}]")
         if isinstance(a, Mapping):
             p += _versions(a.get("when", {}), f"{eid}.advice[{i}].when")
+    if not isinstance(d.get("generic", False), bool):
+        p.append(f"{eid}.generic: must be true or false")
     sources = d.get("sources", [])
     if not isinstance(sources, list) or not sources:
         p.append(f"{eid}.sources: needs at least one source")

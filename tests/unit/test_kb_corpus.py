@@ -1,0 +1,71 @@
+"""Triage scored on real error reports from public threads (tests/corpus/triage/*.txt).
+
+Each file: a header (`# url:` the thread, `# expected:` the KB ids — `*` globs — that the
+thread's diagnosis names, or `missing` when the KB has no such family yet, `# heldout:`),
+`# ---`, then the log as the reporter pasted it (trimmed). A third was held out before any
+KB change; its score is printed apart. Floors are the scores reached, so a regression fails.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+import knowledge
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "triage"
+# reached when the corpus was written (issue 15); raise these, never lower them
+FLOORS = {"tuned": {"top1": 6, "top3": 7}, "heldout": {"top1": 4, "top3": 4}}
+
+
+def parse(path: Path) -> dict:
+    head, _, body = path.read_text(encoding="utf-8").partition("# ---\n")
+    meta = {}
+    for line in head.splitlines():
+        key, _, value = line.removeprefix("# ").partition(":")
+        meta[key.strip()] = value.strip()
+    return {"name": path.name, "url": meta["url"], "heldout": meta.get("heldout") == "true",
+            "expected": meta["expected"].split("(")[0].split(), "log": body.splitlines()}
+
+
+def cases() -> list[dict]:
+    return [parse(p) for p in sorted(CORPUS.glob("*.txt"))]
+
+
+def rank_of(case: dict) -> int | None:
+    got = [m.entry.id for m in knowledge.load().match_lines(case["log"])]
+    for i, eid in enumerate(got, 1):
+        if any(fnmatch.fnmatch(eid, pat) for pat in case["expected"] if pat != "missing"):
+            return i
+    return None
+
+
+def test_corpus_is_well_formed():
+    cs = cases()
+    assert len(cs) >= 9
+    kb = knowledge.load()
+    for c in cs:
+        assert c["url"].startswith("https://github.com/"), c["name"]
+        assert c["log"], c["name"]
+        for pat in c["expected"]:
+            assert pat == "missing" or any(fnmatch.fnmatch(i, pat) for i in kb.entries), (c, pat)
+    held = sum(c["heldout"] for c in cs)
+    assert len(cs) // 3 <= held <= len(cs) // 3 + 1, "a third is held out"
+
+
+def test_scores_by_split(capsys):
+    score = {}
+    for split in ("tuned", "heldout"):
+        cs = [c for c in cases() if c["heldout"] == (split == "heldout")]
+        ranks = {c["name"]: rank_of(c) for c in cs}
+        s = {"n": len(cs), "top1": sum(r == 1 for r in ranks.values()),
+             "top3": sum(r is not None and r <= 3 for r in ranks.values()),
+             "none": sum(not knowledge.load().match_lines(c["log"]) for c in cs)}
+        score[split] = s
+        with capsys.disabled():
+            print(f"\ntriage corpus {split}: n={s['n']} top-1={s['top1']} top-3={s['top3']} "
+                  f"none={s['none']}  misses: "
+                  + ", ".join(n for n, r in ranks.items() if r != 1))
+    for split, floor in FLOORS.items():
+        for k, v in floor.items():
+            assert score[split][k] >= v, (split, k, score[split])

@@ -1,0 +1,59 @@
+"""Triage ranks by evidence (issue 15): the decisive specific line beats frequent generic
+ones, wrapped pastes and partial first lines still find their family, CANN's
+``runtime result = N`` reads like torch_npu's ``error code is N``."""
+
+from __future__ import annotations
+
+import knowledge
+
+# as pasted in a vllm-ascend start-up failure: two generic lines, one decisive
+SQ_CQ_LOG = """\
+[ERROR] RUNTIME(1234,python):2025-03-01-10:00:00.000.000 [stream.cc:1007]1234 SetupStream:Alloc sq cq fail
+EZ9999: Inner Error!
+EZ9999: [PID: 1234] 2025-03-01-10:00:00.000.000 Alloc sq cq fail, stream_id=3
+RuntimeError: SetDevice:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:38 NPU function error: aclrtCreateStream, error code is 507899
+[ERROR] 2025-03-01-10:00:00 (PID:1234, Device:0, RankID:-1) ERR00100 PTA call acl api failed
+""".splitlines()
+
+
+def ids(lines: list[str]) -> list[str]:
+    return [m.entry.id for m in knowledge.load().match_lines(lines)]
+
+
+def test_generic_entries_give_way_to_the_specific_line():
+    got = ids(SQ_CQ_LOG)
+    kb = knowledge.load()
+    assert got[0] == "ASC-UPS-016", got
+    assert not any(kb.entries[i].generic for i in got), got
+
+
+def test_generic_entry_ranks_when_nothing_specific_matched():
+    got = ids(["EZ9999: Inner Error!", "EZ9999: [PID: 1] aclnnFoo failed"])
+    assert got == ["ASC-LOG-002"], got
+
+
+def test_runtime_result_reads_as_error_code():
+    got = ids(["[ERROR] RUNTIME(2305,python):2025-06-10-09:13:21.000.000 [npu_driver.cc:1144]"
+               "2305 DevMemAlloc:alloc device memory failed, runtime result = 207001"])
+    assert got and got[0] == "ASC-ACL-001", got
+    assert not ids(["the runtime result was fine"])
+
+
+def test_wrapped_paste_is_joined():
+    wrapped = ["RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB to",
+               "tal capacity; 58.92 GiB already allocated; 58.92 GiB current active; 1.66 GiB",
+               "free; 58.95 GiB reserved in total by PyTorch)"]
+    ms = {m.entry.id: m for m in knowledge.load().match_lines(wrapped)}
+    assert ms["ASC-UPS-013"].groups["free"] == "1.66 GiB"
+    assert ms["ASC-UPS-013"].lines[0][0] == 1  # reported at the line where the join began
+
+
+def test_partial_first_line_finds_the_oom_family():
+    assert "ASC-LOG-004" in ids(["RuntimeError: NPU out of memory."])
+
+
+def test_nothing_matched_names_the_next_command(cli):
+    r = cli("triage", "-", "--lang", "en", input="all quiet on the host\n")
+    assert r.returncode == 1
+    assert "no known signature matched" in r.stdout
+    assert "ascend-doctor check --only libs" in r.stdout
