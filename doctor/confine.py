@@ -36,6 +36,14 @@ class ConfinementError(DoctorError):
         self.reason = reason
 
 
+
+def _lstat_at(fd: int, name: str) -> os.stat_result | None:
+    """lstat of ``name`` in the directory ``fd``; None when it does not exist."""
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
 def parts(root: str, path: str) -> list[str]:
     """The components of a target-relative path ("/etc/x" is ``root``/etc/x).
 
@@ -174,10 +182,7 @@ def write_file(root: str, path: str, data: bytes, mode: int = 0o644, *,
     """
     with parent(root, path, create=True) as (fd, name):
         assert fd is not None
-        try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            st = None
+        st = _lstat_at(fd, name)
         if st is not None and not _stat.S_ISREG(st.st_mode):
             kind = "a symlink (not followed)" if _stat.S_ISLNK(st.st_mode) else \
                 "not a regular file"
@@ -249,10 +254,7 @@ def make_symlink(root: str, path: str, target: str) -> None:
         raise ConfinementError(root, path, "symlink target is not a valid path")
     with parent(root, path, create=True) as (fd, name):
         assert fd is not None
-        try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            st = None
+        st = _lstat_at(fd, name)
         if st is not None:
             if _stat.S_ISDIR(st.st_mode):
                 raise ConfinementError(root, path, "a directory is in the way of the symlink")
