@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.unit.npusmi_samples import A2
+from tests.fixtures.npusmi import A2
 from tests.unit.test_cann import DRIVER, TOOLKIT_832, VERSION_CFG
 
 

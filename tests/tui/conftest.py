@@ -11,6 +11,7 @@ import pytest
 
 from doctor.bundle import BundleWriter
 from doctor.model import HostInfo
+from tests.fixtures.npusmi import a2_table
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
@@ -75,28 +76,8 @@ def metrics_text(running: int, waiting: int, kv: float, preempt: int,
 
 
 def npu_smi_text(temps: list[int], hbm_used: list[int]) -> str:
-    """`npu-smi info` of an A2 (910B) host, layout from facts/ascend-stack.md §3.1."""
-    bar = "+---------------------------+---------------+----------------------------------------------------+"
-    out = [
-        "+------------------------------------------------------------------------------------------------+",
-        "| npu-smi 24.1.rc3                 Version: 24.1.rc3                                             |",
-        bar,
-        "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|",
-        "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |",
-        "+===========================+===============+====================================================+",
-    ]
-    for i, (t, used) in enumerate(zip(temps, hbm_used)):
-        out.append(f"| {i:<5} 910B1               | OK            | 94.6        {t:<17} 0    / 0             |")
-        out.append(f"| 0                         | 0000:C{i}:00.0  | 0           0    / 0          {used:<5}/ 65536         |")
-        out.append("+===========================+===============+====================================================+")
-    out += [
-        "+---------------------------+---------------+----------------------------------------------------+",
-        "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |",
-        "+===========================+===============+====================================================+",
-        "| 0       0                 | 124528        | VLLMWorker_TP0           | 58200                   |",
-        "+---------------------------+---------------+----------------------------------------------------+",
-    ]
-    return "\n".join(out) + "\n"
+    """`npu-smi info` of an A2 (910B) host with one vLLM worker (the captured layout)."""
+    return a2_table(temps, hbm_used, [(124528, "VLLMWorker_TP0", 58200)])
 
 
 LIVE_SAMPLES = [

@@ -9,45 +9,19 @@ import pytest
 from doctor.model import Category, CheckResult, Finding, Status
 from doctor.tui import livefeed
 from doctor.tui.state import RunState
+from tests.fixtures.npusmi import A2, A3
 from tests.tui.conftest import LIVE_SAMPLES, metrics_text, npu_smi_text
 
-A2_FACTS_TABLE = """\
-+------------------------------------------------------------------------------------------------+
-| npu-smi 24.1.rc3                 Version: 24.1.rc3                                             |
-+---------------------------+---------------+----------------------------------------------------+
-| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
-| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
-+===========================+===============+====================================================+
-| 0     910B1               | OK            | 94.6        49                0    / 0             |
-| 0                         | 0000:C1:00.0  | 0           0    / 0          3373 / 65536         |
-+===========================+===============+====================================================+
-| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |
-+===========================+===============+====================================================+
-| 0       0                 | 124528        | python3.8                | 17400                   |
-+---------------------------+---------------+----------------------------------------------------+
-"""
-
-A3_FACTS_TABLE = """\
-| npu-smi 25.2.0                   Version: 25.2.0                                               |
-| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
-| Chip  Phy-ID              | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
-| 0     Ascend910           | OK            | 162.8       37                0    / 0             |
-| 0     0                   | 0000:9C:00.0  | 0           0    / 0          3133 / 65536         |
-+------------------------------------------------------------------------------------------------+
-| 0     Ascend910           | OK            | -           37                0    / 0             |
-| 1     1                   | 0000:9E:00.0  | 0           0    / 0          2876 / 65536         |
-"""
-
-
-def test_npu_smi_a2_table_from_the_facts():
-    r = livefeed.parse_npu_smi(A2_FACTS_TABLE)
-    assert r == [livefeed.NpuReading(0, 0, 49.0, 3373.0, 65536.0)]
+def test_npu_smi_a2_table():
+    r = livefeed.parse_npu_smi(A2)
+    assert r == [livefeed.NpuReading(0, 0, 49.0, 3373.0, 65536.0),
+                 livefeed.NpuReading(1, 0, 51.0, 20701.0, 65536.0)]
 
 
 def test_npu_smi_a3_two_chips_and_missing_power():
-    r = livefeed.parse_npu_smi(A3_FACTS_TABLE)
+    r = livefeed.parse_npu_smi(A3)
     assert [(x.npu, x.chip, x.temp_c, x.hbm_used_mb) for x in r] == [
-        (0, 0, 37.0, 3133.0), (0, 1, 37.0, 2876.0)]
+        (0, 0, 37.0, 3133.0), (0, 1, 37.0, 2876.0), (1, 0, 38.0, 3116.0), (1, 1, 38.0, 10568.0)]
 
 
 def test_npu_smi_eight_npus_and_garbage():

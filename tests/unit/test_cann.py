@@ -14,6 +14,7 @@ from doctor.probes.cann import (CannStack, DriverVersion, Toolkit, c_number, gat
                                 parse_toolkit_install_info, parse_version_cfg)
 from doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
 from doctor.probes.procs import ServiceEnv
+from tests.fixtures.npusmi import A2, with_version
 
 TOOLKIT_832 = """package_name=Ascend-cann-toolkit
 version=8.3.RC2
@@ -57,16 +58,6 @@ FIRMWARE = """Version=7.1.0.11.220
 firmware_version=1.0
 package_version=23.0.7
 compatible_version_drv=[23.0.rc3,23.0.rc3.],[23.0.0,23.0.0.]
-"""
-SMI_HEADER = """+------------------------------------------------------------------------------------------------+
-| npu-smi {v}                 Version: {v}                                             |
-+---------------------------+---------------+----------------------------------------------------+
-| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
-| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
-+===========================+===============+====================================================+
-| 0     910B1               | OK            | 94.6        49                0    / 0             |
-| 0                         | 0000:C1:00.0  | 0           0    / 0          3373 / 65536         |
-+===========================+===============+====================================================+
 """
 
 
@@ -186,7 +177,7 @@ def test_cann_upgrade_rule():
 
 
 def _smi(version: str) -> NpuSmi:
-    text = SMI_HEADER.format(v=version)
+    text = with_version(A2, version)
     res = CommandResult(("npu-smi", "info"), 0, text.encode(), b"", 0.1)
     return NpuSmi(("npu-smi", "info"), res, parse_npu_smi_info(text))
 
@@ -204,7 +195,7 @@ def test_end_to_end_sysroot_with_npu_smi_script(sysroot):
     classic(sysroot)
     sysroot.write("/usr/local/Ascend/driver/version.info", DRIVER)
     sysroot.script("/usr/local/bin/npu-smi",
-                   "if [ \"$#\" = 1 ]; then cat <<'X'\n" + SMI_HEADER.format(v="23.0.3")
+                   "if [ \"$#\" = 1 ]; then cat <<'X'\n" + with_version(A2, "23.0.3")
                    + "X\nelse echo '        Health                         : OK'; fi\n")
     r = run(sysroot.host(), config=RunConfig(only=("versions.driver-active", "versions.driver-cann")))
     st = {x.check_id: x.status for x in r.results}

@@ -13,7 +13,7 @@ from doctor.engine import RunConfig, run
 from doctor.errors import ParseError
 from doctor.model import Status
 from doctor.probes.npusmi import kv_get, parse_npu_smi_info, parse_npu_smi_kv
-from tests.unit.npusmi_samples import (A2, A3, COMMON, DCMI_8005, HEALTH_CHIP, HEALTH_OK, P310B,
+from tests.fixtures.npusmi import (A2, A3, COMMON, DCMI_8005, HEALTH_CHIP, HEALTH_OK, P310B,
                                        P310P, with_temp_and_health)
 
 NPU_CHECKS = ("npu.smi", "npu.health", "npu.temperature", "npu.hbm", "npu.processes")

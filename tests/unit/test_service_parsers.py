@@ -14,6 +14,7 @@ from doctor.probes.logs import parse_stats_line
 from doctor.probes.procs import is_worker, parse_simple_yaml, parse_vllm_args
 from doctor.probes.service import bucket_delta, histogram_quantile, parse_metrics
 from doctor.host import ProcInfo
+from tests.fixtures.npusmi import A2
 
 
 def test_args_all_forms():
@@ -163,23 +164,10 @@ def test_thp_meminfo_perf():
                           "100.00,,\n") == {"dTLB-load-misses": 12345, "dTLB-loads": None}
 
 
-NPUSMI = """+------------------------------------------------------------------------------------------------+
-| npu-smi 24.1.rc3                 Version: 24.1.rc3                                             |
-+---------------------------+---------------+----------------------------------------------------+
-| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
-| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
-+===========================+===============+====================================================+
-| 0     910B1               | OK            | 94.6        49                0    / 0             |
-| 0                         | 0000:C1:00.0  | 0           0    / 0          3373 / 65536         |
-+===========================+===============+====================================================+
-| 1     910B1               | OK            | 95.1        50                0    / 0             |
-| 0                         | 0000:C2:00.0  | 0           0    / 0          20701/ 65536         |
-+===========================+===============+====================================================+
-"""
 
 
 def test_npusmi_hbm_reader():
-    assert parse_npusmi_hbm(NPUSMI) == {"0.0": (3373, 65536), "1.0": (20701, 65536)}
+    assert parse_npusmi_hbm(A2) == {"0.0": (3373, 65536), "1.0": (20701, 65536)}
     with pytest.raises(ParseError):
         parse_npusmi_hbm("command not found")
 

@@ -13,7 +13,7 @@ from doctor.probes.buildinfo import VllmAscendBuild, gather_build_info, parse_bu
 from doctor.probes.cann import CannStack, Toolkit, parse_toolkit_install_info
 from doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
 from doctor.probes.packages import Package, Packages
-from tests.unit.npusmi_samples import A2, A3, P310P
+from tests.fixtures.npusmi import A2, A3, P310P
 
 SITE = "/usr/local/lib/python3.11/site-packages"
 PLATFORM_EP = ("vllm.platform_plugins", "ascend", "vllm_ascend:register")
