@@ -1,4 +1,4 @@
-"""Issue 4, "done when": on a venv holding the real torch_npu 2.14.0 and vllm_ascend 0.23.0
+"""On a venv holding the real torch_npu 2.14.0 and vllm_ascend 0.23.0
 wheels (beside torch 2.13.0 CPU) and no CANN, one `ascend-doctor check --json` names the
 missing Ascend libraries per ELF, the broken pins and the import error."""
 
