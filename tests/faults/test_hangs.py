@@ -148,7 +148,7 @@ def test_cli_run_with_a_hanging_npu_smi_completes(cli_exec_sysroot, sysroot):
     """The CLI over a sysroot whose npu-smi hangs (in-process: only a test may let --root run
     the tree's scripts): a report, within the timeout."""
     hanging_npu_smi(sysroot)
-    from tests.unit.test_ldconf import broken_ldconf
+    from tests.fixtures.sysroots import broken_ldconf
     broken_ldconf(sysroot)
     t0 = time.monotonic()
     r = cli_exec_sysroot("check", "--root", str(sysroot), "--json", "--timeout", "2")

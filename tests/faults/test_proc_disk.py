@@ -145,7 +145,7 @@ def test_atomic_write_on_a_full_disk_keeps_the_original(tiny_fs):
 
 
 def test_collect_on_a_full_disk_is_named_and_leaves_nothing(cli, sysroot, tiny_fs):
-    from tests.unit.test_ldconf import broken_ldconf
+    from tests.fixtures.sysroots import broken_ldconf
 
     broken_ldconf(sysroot)
     old = tiny_fs / "bundle.tar.gz"
@@ -184,7 +184,7 @@ except OSError as exc:
 
 def test_collect_past_rlimit_fsize_is_named(sysroot, tmp_path):
     from tests.conftest import doctor_exe
-    from tests.unit.test_ldconf import broken_ldconf
+    from tests.fixtures.sysroots import broken_ldconf
 
     broken_ldconf(sysroot)
     out = tmp_path / "out"

@@ -4,16 +4,7 @@ from __future__ import annotations
 
 import json
 
-from doctor.vllm_plugin import AuditState, install_v1
-from doctor.vllm_plugin.sim import MiniScheduler, run, workload
-
-
-def write_log(path, **kw) -> MiniScheduler:
-    sched = MiniScheduler(**kw)
-    workload(sched, 60)
-    install_v1(sched, AuditState({"ASCEND_DOCTOR_BLOCK_AUDIT": str(path)}))
-    run(sched)
-    return sched
+from tests.fixtures.sysroots import write_log
 
 
 def check(cli, path, *extra):

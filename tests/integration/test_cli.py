@@ -57,7 +57,7 @@ def test_no_verdict_exits_2_with_one_line(cli, tmp_path):
 
 
 def test_fail_on_warn_and_only(cli, sysroot):
-    from tests.unit.test_ldconf import broken_ldconf
+    from tests.fixtures.sysroots import broken_ldconf
     broken_ldconf(sysroot)
     r = cli("check", "--root", str(sysroot), "--only", "ldconf", "--json")
     assert r.returncode == 1
@@ -66,7 +66,7 @@ def test_fail_on_warn_and_only(cli, sysroot):
 
 
 def test_collect_then_check_bundle_matches_live(cli, sysroot, tmp_path):
-    from tests.unit.test_ldconf import broken_ldconf
+    from tests.fixtures.sysroots import broken_ldconf
     broken_ldconf(sysroot)
     live = cli("check", "--root", str(sysroot), "--json")
     b = tmp_path / "c.tar.gz"

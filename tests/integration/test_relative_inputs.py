@@ -9,7 +9,7 @@ import os
 import subprocess
 
 from tests.conftest import doctor_exe
-from tests.integration.test_block_audit_cli import write_log
+from tests.fixtures.sysroots import write_log
 from tests.unit import capgen
 from tests.unit.profgen import write_msprof
 

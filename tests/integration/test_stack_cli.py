@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.fixtures.npusmi import A2
-from tests.unit.test_cann import DRIVER, TOOLKIT_832, VERSION_CFG
+from tests.fixtures.ascend import DRIVER, TOOLKIT_832, VERSION_CFG
 
 
 def findings(doc):

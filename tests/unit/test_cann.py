@@ -14,51 +14,12 @@ from doctor.probes.cann import (CannStack, DriverVersion, Toolkit, c_number, gat
                                 parse_toolkit_install_info, parse_version_cfg)
 from doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
 from doctor.probes.procs import ServiceEnv
+from tests.fixtures.ascend import DRIVER, FIRMWARE, TOOLKIT_832, VERSION_CFG
 from tests.fixtures.npusmi import A2, with_version
 
-TOOLKIT_832 = """package_name=Ascend-cann-toolkit
-version=8.3.RC2
-innerversion=V100R001C23SPC002B210
-compatible_version=[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C23]
-arch=aarch64
-os=linux
-path=/usr/local/Ascend/ascend-toolkit/8.3.RC2/aarch64-linux
-"""
 TOOLKIT_850 = TOOLKIT_832.replace("8.3.RC2", "8.5.0").replace(
     "V100R001C23SPC002B210", "V100R001C25SPC001B212").replace(
     "/usr/local/Ascend/ascend-toolkit/8.5.0", "/usr/local/Ascend/cann-8.5.0")
-VERSION_CFG = """# version: 1.0
-runtime_running_version=[7.6.0.1.220:8.0.0]
-compiler_running_version=[7.6.0.1.220:8.0.0]
-hccl_running_version=[7.6.0.1.220:8.0.0]
-opp_running_version=[7.6.0.1.220:8.0.0]
-toolkit_running_version=[7.6.0.1.220:8.0.0]
-aoe_running_version=[7.6.0.1.220:8.0.0]
-ncs_running_version=[7.6.0.1.220:8.0.0]
-runtime_upgrade_version=[7.6.0.1.220:8.0.0]
-runtime_installed_version=[7.6.0.1.220:8.0.0]
-compiler_installed_version=[7.6.0.1.220:8.0.0]
-hccl_installed_version=[7.6.0.1.220:8.0.0]
-opp_installed_version=[7.6.0.1.220:8.0.0]
-toolkit_installed_version=[7.6.0.1.220:8.0.0]
-"""
-DRIVER = """Version=24.1.rc1
-ascendhal_version=7.35.19
-aicpu_version=1.0
-tdt_version=1.0
-log_version=1.0
-prof_version=2.0
-dvppkernels_version=1.1
-tsfw_version=1.0
-Innerversion=V100R001C15SPC006B220
-compatible_version=[V100R001C30],[V100R001C13],[V100R001C15],[V100R001C17]
-compatible_version_fw=[7.0.0,7.2.99]
-"""
-FIRMWARE = """Version=7.1.0.11.220
-firmware_version=1.0
-package_version=23.0.7
-compatible_version_drv=[23.0.rc3,23.0.rc3.],[23.0.0,23.0.0.]
-"""
 
 
 def test_parse_toolkit_install_info_real():

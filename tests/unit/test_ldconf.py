@@ -5,15 +5,7 @@ from __future__ import annotations
 from doctor.model import Status
 from doctor.probes.ldconf import LdSoConf, SearchDir, parse_ldconf_text, walk_ldconf
 from checks.ldconf import driver_first
-
-TK = "/usr/local/Ascend/ascend-toolkit/latest"
-
-
-def broken_ldconf(root):
-    root.write("/etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n")
-    root.write("/etc/ld.so.conf.d/libc.conf", "# libc default configuration\n/usr/local/lib\n")
-    root.write("/etc/ld.so.conf.d/ascend.conf",
-               f"{TK}/lib64\n/usr/local/Ascend/driver/lib64\n/usr/local/Ascend/driver/lib64/common\n")
+from tests.fixtures.sysroots import TK, broken_ldconf
 
 
 def test_parse_directives_real_format():

@@ -17,16 +17,10 @@ from doctor.probes.libresolve import (Resolver, SearchContext, expand_dst, resol
                                       usable_cache)
 from doctor.probes.packages import Package, Packages
 from doctor.probes.procs import ServiceEnv
+from tests.fixtures.sysroots import sys_libs
 from tests.libfixtures import gcc
 
 TK = "/usr/local/Ascend/ascend-toolkit"
-
-
-def sys_libs(root):
-    """Real libc & co. copied into the sysroot so closures end in real files."""
-    for n in ("libc.so.6", "ld-linux-x86-64.so.2"):
-        root.write(f"/usr/lib/x86_64-linux-gnu/{n}",
-                   open(f"/usr/lib/x86_64-linux-gnu/{n}", "rb").read(), 0o755)
 
 
 def build(root, rel, *flags):

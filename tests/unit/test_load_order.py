@@ -12,7 +12,7 @@ from doctor.probes.libresolve import Resolver, SearchContext, resolve_targets
 from doctor.probes.packages import Package, Packages
 from doctor.probes.procs import ServiceEnv
 from tests.libfixtures import gcc, unpack_sos
-from tests.unit.test_libresolve import sys_libs
+from tests.fixtures.sysroots import sys_libs
 
 SITE = "/venv/lib/python3.11/site-packages"
 

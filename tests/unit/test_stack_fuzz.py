@@ -13,7 +13,7 @@ from doctor.probes.cann import (parse_driver_version_info, parse_firmware_versio
 from doctor.probes.devices import parse_status_ids
 from doctor.probes.npusmi import parse_npu_smi_info, parse_npu_smi_kv
 from tests.fixtures.npusmi import A2, A3, COMMON, HEALTH_OK, P310B, P310P
-from tests.unit.test_cann import DRIVER, FIRMWARE, TOOLKIT_832, VERSION_CFG
+from tests.fixtures.ascend import DRIVER, FIRMWARE, TOOLKIT_832, VERSION_CFG
 
 SAMPLES = [A2, A3, P310P, P310B, HEALTH_OK, COMMON, DRIVER, FIRMWARE, TOOLKIT_832, VERSION_CFG]
 PARSERS = [parse_npu_smi_info, parse_npu_smi_kv, parse_toolkit_install_info, parse_version_cfg,
