@@ -6,12 +6,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import posixpath as _pp
-
-from doctor.errors import ParseError, SourceError, SourceMissing
-from doctor.host import Host
 from doctor.model import Category, Finding
-from doctor.probes.elf import parse_elf
+from doctor.probes.cachegaps import CacheGaps
 from doctor.probes.ldcache import LDCACHE, LdCache
 from doctor.probes.ldconf import LDSO_CONF, ConfFile, LdConfState, LdSoConf
 from doctor.registry import check
@@ -124,30 +120,9 @@ def dirs_exist(state: LdConfState) -> Iterator[Finding]:
         yield Finding.passed(f"all {len(state.search_dirs)} configured directories exist")
 
 
-def _lacking(host: Host, cache: LdCache, state: LdConfState) -> list[tuple[str, str]]:
-    """(dir/name, origin) of libraries in configured dirs that ldconfig would list but the
-    cache does not; only the misses are opened (to tell a library from a linker script)."""
-    names = {e.name for e in cache.entries}
-    paths = cache.paths()
-    out = []
-    for d in state.search_dirs:
-        for n in d.libs:
-            p = _pp.join(d.path, n)
-            if n in names or p in paths:
-                continue
-            try:
-                with host.open_stream(p) as fh:
-                    info = parse_elf(fh, p)
-            except (ParseError, SourceError, SourceMissing, OSError):
-                continue  # a linker script or unreadable: ldconfig skips it too
-            if info.etype == "ET_DYN" and (info.soname is None or info.soname == n):
-                out.append((p, d.origin))
-    return out
-
-
 @check("ldconf.cache", title="/etc/ld.so.cache exists and is up to date",
        category=Category.LIBS, tags=("libs", "ldconf", "ldcache"))
-def cache_fresh(conf: LdSoConf, state: LdConfState, cache: LdCache | None, host: Host
+def cache_fresh(conf: LdSoConf, cache: LdCache | None, gaps: CacheGaps | None
                 ) -> Iterator[Finding]:
     if cache is None:
         yield Finding.fail(f"{LDCACHE} is missing: ld.so only searches LD_LIBRARY_PATH, "
@@ -167,7 +142,7 @@ def cache_fresh(conf: LdSoConf, state: LdConfState, cache: LdCache | None, host:
             subject=LDCACHE, evidence={"cache_mtime": cache.mtime,
                                        "newer": {x.path: x.mtime for x in newer}},
             kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True})
-    lacking = _lacking(host, cache, state)
+    lacking = gaps.lacking if gaps is not None else ()
     if lacking:
         stale = True
         shown = ", ".join(p for p, _ in lacking[:MAX_STALE_SHOWN])
@@ -179,9 +154,10 @@ def cache_fresh(conf: LdSoConf, state: LdConfState, cache: LdCache | None, host:
             subject=LDCACHE, evidence={"lacking": [p for p, _ in lacking]},
             kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True})
     if not stale:
+        listed = ("lists every library of the configured directories" if gaps is not None
+                  else "(the configured directories could not be listed to compare)")
         yield Finding.passed(f"{LDCACHE} ({cache.format} format, {len(cache.entries)} entries) "
-                             f"is newer than the {len(conf.files)} conf files and lists every "
-                             "library of the configured directories")
+                             f"is newer than the {len(conf.files)} conf files and {listed}")
 
 
 @check("ldconf.parse", title="ld.so.conf and its includes parse cleanly",

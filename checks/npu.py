@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from doctor.errors import SourceError, SourceMissing
-from doctor.host import Host
 from doctor.model import Category, Finding
 from doctor.probes.devices import ContainerInfo
 from doctor.probes.npusmi import NpuSmi, kv_get
 from doctor.probes.procs import ServiceProcesses
+from doctor.probes.proctable import ProcessTable
 from doctor.registry import check
 
 TEMP_WARN_C = 75
@@ -219,7 +218,7 @@ def hbm(smi: NpuSmi, procs: ServiceProcesses | None,
 
 @check("npu.processes", title="NPU memory belongs to live processes", category=Category.NPU,
        tags=("npu", "memory", "processes"), timeout=SMI_CHECK_TIMEOUT_S)
-def processes(smi: NpuSmi, host: Host, container: ContainerInfo | None,
+def processes(smi: NpuSmi, table: ProcessTable, container: ContainerInfo | None,
               procs: ServiceProcesses | None = None) -> Iterator[Finding]:
     skip = _unusable(smi)
     if skip:
@@ -235,11 +234,10 @@ def processes(smi: NpuSmi, host: Host, container: ContainerInfo | None,
                              + ("" if smi.info.has_process_section else
                                 " (npu-smi printed no process section)"), evidence=ev)
         return
-    try:
-        live = {p.pid for p in host.processes()}
-    except (SourceMissing, SourceError) as exc:
-        yield Finding.skip(f"cannot compare with the process table: {exc}")
+    if table.error is not None:
+        yield Finding.skip(f"cannot compare with the process table: {table.error}")
         return
+    live = table.pids
     in_ctr = container is not None and container.in_container
     absent = [p for p in smi.info.processes if p.pid not in live]
     mine, ghosts = owned_by_service(absent, procs, in_ctr)

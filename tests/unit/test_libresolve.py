@@ -11,6 +11,7 @@ import pytest
 from checks.ldconf import cache_fresh, dirs_exist, parse_problems, perms, reached
 from checks.libacl import cann_version, maps, resolve
 from doctor.model import Status
+from doctor.probes.cachegaps import gather_cache_gaps
 from doctor.probes.ascendfiles import ActiveToolkit, AscendLibIndex, MappedLibs, parse_maps
 from doctor.probes.ldconf import gather_ldconf_state, walk_ldconf
 from doctor.probes.libresolve import (Resolver, SearchContext, expand_dst, resolve_targets,
@@ -214,10 +215,10 @@ def test_ldconf_rules_broken_and_healthy(sysroot):
     cache, _ = usable_cache(host)
     from doctor.probes.ldcache import LdCache
     cache = LdCache(cache.format, cache.entries, cache.generator, cache.source, 1000.0)
-    cf = list(cache_fresh(conf, state, cache, host))
+    cf = list(cache_fresh(conf, cache, gather_cache_gaps(host, cache, state)))
     assert any("older than" in f.message for f in cf)
     assert any("/usr/local/lib/libnew.so" in f.message and "stale" in f.message for f in cf)
-    assert [f.status for f in cache_fresh(conf, state, None, host)] == [Status.FAIL]
+    assert [f.status for f in cache_fresh(conf, None, None)] == [Status.FAIL]
     # healthy: fix everything, run the real ldconfig
     os.chmod(sysroot.path("/etc/ld.so.conf.d"), 0o755)
     os.chmod(sysroot.path("/etc/ld.so.conf.d/libc.conf"), 0o644)
@@ -230,7 +231,7 @@ def test_ldconf_rules_broken_and_healthy(sysroot):
     cache = LdCache(cache.format, cache.entries, cache.generator, cache.source,
                     host.stat("/etc/ld.so.cache").mtime)
     for rule in (reached(conf, state), perms(conf, state), dirs_exist(state),
-                 cache_fresh(conf, state, cache, host), parse_problems(conf)):
+                 cache_fresh(conf, cache, gather_cache_gaps(host, cache, state)), parse_problems(conf)):
         assert [f.status for f in rule] == [Status.PASS]
 
 

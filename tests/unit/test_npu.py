@@ -9,6 +9,7 @@ import pytest
 
 import doctor.probes.npusmi as npusmi
 from checks.npu import health, hbm, processes, smi_runs, temperature
+from doctor.probes.proctable import ProcessTable
 from doctor.engine import RunConfig, run
 from doctor.errors import ParseError
 from doctor.model import Status
@@ -192,15 +193,6 @@ def _container_service(names: list[str]):
             ContainerInfo(True, ("/.dockerenv",), {}), {7, *(k.pid for k in kids)})
 
 
-class _Table:
-    def __init__(self, pids):
-        self.pids = pids
-
-    def processes(self):
-        from doctor.host import ProcInfo
-        return [ProcInfo(p, 1, "x", ("x",)) for p in self.pids]
-
-
 def test_container_service_at_point_nine_is_one_info_not_sixteen_warnings():
     """8 workers at --gpu-memory-utilization 0.9 in a container: npu-smi lists host pids."""
     from doctor.host import CommandResult
@@ -212,10 +204,10 @@ def test_container_service_at_point_nine_is_one_info_not_sixteen_warnings():
     procs, ctr, pids = _container_service(workers)
     hb = list(hbm(smi, procs, ctr))
     assert [f.status for f in hb] == [Status.INFO] and "8 NPU chip(s)" in hb[0].message
-    pr = [f for f in processes(smi, _Table(pids), ctr, procs) if f.status != Status.INFO]
+    pr = [f for f in processes(smi, ProcessTable(frozenset(pids)), ctr, procs) if f.status != Status.INFO]
     assert pr == []
     # the same table on a bare host whose process table lacks those pids: one fail, not eight
-    bare = [f for f in processes(smi, _Table({1}), None, None) if f.status == Status.FAIL]
+    bare = [f for f in processes(smi, ProcessTable(frozenset({1})), None, None) if f.status == Status.FAIL]
     assert len(bare) == 1 and "8 NPU process(es)" in bare[0].message
     # a foreign process in the container holding a full NPU is still a warning
     text2 = _a2_eight(60000, {0: (3_000_100, workers[0][:15]), 1: (4_000_000, "sshd")})
@@ -224,3 +216,15 @@ def test_container_service_at_point_nine_is_one_info_not_sixteen_warnings():
     hb2 = {f.status: f for f in hbm(smi2, procs, ctr)}
     assert Status.WARN in hb2 and "pid 4000000 sshd" in hb2[Status.WARN].message
     assert "NPU 0" in hb2[Status.INFO].subject
+
+
+def test_processes_is_a_rule_over_the_table_fact():
+    """npu.processes reads no host: an unreadable table is a skip naming why, never a crash."""
+    from doctor.host import CommandResult
+    from doctor.probes.npusmi import NpuSmi
+    smi = NpuSmi(("npu-smi", "info"), CommandResult(("npu-smi",), 0, A2.encode(), b"", 0.1),
+                 parse_npu_smi_info(A2))
+    (f,) = processes(smi, ProcessTable(frozenset(), "/proc: permission denied"), None, None)
+    assert f.status == Status.SKIP and "permission denied" in f.message
+    held = [f for f in processes(smi, ProcessTable(frozenset({124528})), None, None)]
+    assert all(f.status != Status.FAIL for f in held)
