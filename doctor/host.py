@@ -73,6 +73,7 @@ class CommandResult:
     duration_s: float
     timed_out: bool = False
     truncated: bool = False
+    timeout_s: float | None = None  # the budget it ran under (what a timeout message names)
 
     @property
     def ok(self) -> bool:
@@ -86,7 +87,10 @@ class CommandResult:
         """One line a finding can carry: what ran and how it ended."""
         cmd = " ".join(self.argv)
         if self.timed_out:
-            return f"`{cmd}` did not finish within {self.duration_s:.1f} s (killed)"
+            # name the budget, not the measured time: a loaded host overshoots by scheduling
+            limit = (f"{self.timeout_s:g}" if self.timeout_s is not None
+                     else f"{self.duration_s:.1f}")
+            return f"`{cmd}` did not finish within {limit} s (killed)"
         last = (self.stderr or self.stdout).decode("utf-8", "replace").strip().splitlines()
         tail = last[-1] if last else "no output"
         return f"`{cmd}` exited {self.returncode}: {tail}"
@@ -666,7 +670,7 @@ def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, s
         token.check()  # killed by the cancel: nobody will read this result
     return CommandResult(tuple(shown_argv), None if timed_out else proc.returncode,
                          bytes(bufs["out"]), bytes(bufs["err"]), time.monotonic() - start,
-                         timed_out, over["out"] or over["err"])
+                         timed_out, over["out"] or over["err"], timeout)
 
 
 def http_get(url: str, timeout: float, headers: Mapping[str, str], cap: int) -> HttpResponse:
