@@ -14,7 +14,8 @@ from typing import Any, Callable
 import click
 
 from . import __version__
-from .errors import BundleError, DoctorError, UsageError
+from .errors import DoctorError, UsageError
+from .opening import demo_host, open_host  # noqa: F401  (the CLI extensions and tests use them)
 
 EXIT_OK, EXIT_FAIL, EXIT_NO_VERDICT = 0, 1, 2
 
@@ -97,25 +98,6 @@ def build_options(kw: dict[str, Any]):
         python=(os.path.abspath(kw["python"]) if kw.get("python") and "/" in kw["python"]
                 else kw.get("python")),
         lang=kw.get("lang") or default_lang())
-
-
-def open_host(root: str | None, bundle: str | None):
-    """The Host for this run: a bundle, a sysroot or this machine."""
-    if root and bundle:
-        raise UsageError("--root and --bundle exclude each other")
-    if bundle:
-        from .bundle import BundleHost
-        if not os.path.exists(bundle):
-            raise BundleError(f"bundle {bundle} does not exist")
-        return BundleHost.open(bundle)
-    from .host import LiveHost
-    return LiveHost(root or "/")
-
-
-def demo_host(overlay: str | None = None):
-    from .bundle import BundleHost
-    from .demo import demo_bundle_data
-    return BundleHost(demo_bundle_data(), overlay)
 
 
 def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,

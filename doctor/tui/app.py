@@ -105,13 +105,12 @@ class DoctorApp(App):
             return self._host_factory(self.overlay)
         if self._given_host is not None:
             return self._given_host
-        from ..cli import demo_host, open_host
+        from ..opening import demo_host, open_host
 
         if self.demo:
             return demo_host(self.overlay)
         if self.bundle:
-            from ..bundle import BundleHost
-            return BundleHost.open(self.bundle, self.overlay)
+            return open_host(None, self.bundle, self.overlay)
         return open_host(self.root, None)
 
     def get_registry(self) -> Any:
