@@ -55,7 +55,6 @@ class DoctorApp(App):
                  bundle: str | None = None, *, registry: Any = None, host: Any = None,
                  only: tuple[str, ...] = (), timeout: float | None = None,
                  live: bool = True, export_dir: str | None = None,
-                 journal_dir: str | None = None,
                  host_factory: Callable[[str | None], Any] | None = None) -> None:
         super().__init__()
         from ..options import RunOptions
@@ -67,7 +66,6 @@ class DoctorApp(App):
         self.timeout = timeout
         self.live_enabled = live
         self.export_dir = export_dir or os.getcwd()
-        self.journal_dir = journal_dir
         self._given_host = host
         self._host_factory = host_factory
         self.lang = getattr(self.options, "lang", "en") or "en"
@@ -418,8 +416,7 @@ class DoctorApp(App):
     @work(thread=True, group="fix", exit_on_error=False)
     def _apply(self, check_id: str, plan: fixflow.PlanView) -> None:
         try:
-            applied = fixflow.apply(plan, self.make_host(), self.fix_root(), self.make_host,
-                                    self.journal_dir, run_commands=self.context == "live")
+            applied = fixflow.apply(plan, self.make_host)
         except Exception as exc:
             self.call_from_thread(self.notify, f"{plan.recipe_id} failed: {exc}",
                                   severity="error")
@@ -476,7 +473,7 @@ class DoctorApp(App):
     @work(thread=True, group="fix", exit_on_error=False)
     def _undo(self, journal_id: str, check_id: str) -> None:
         try:
-            msg = fixflow.undo(journal_id, self.fix_root(), self.journal_dir)
+            msg = fixflow.undo(journal_id, self.fix_root())
         except Exception as exc:
             self.call_from_thread(self.notify, f"undo {journal_id} failed: {exc}",
                                   severity="error")
