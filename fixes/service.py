@@ -104,6 +104,7 @@ def _service_cmdline(ctx: FixContext, params: dict) -> str | None:
 
 @recipe("service.env", title="Give the vLLM service the environment of set_env.sh",
         check="libacl.resolve", params=("unit", "toolkit", "arch", "cmdline"),
+        affects=("libacl", "torch_npu", "config.env-knobs", "host.environment"),
         writes=(f"/etc/systemd/system/*.d/{DROPIN_NAME}", ENV_FILE),
         undo_commands=(Command(("systemctl", "daemon-reload"), "reload the restored units",
                                sysroot_skip="systemd of a sysroot is not running"),))
@@ -174,6 +175,7 @@ def rewrite_flags(argv: list[str], flags: dict[str, str | None]) -> list[str]:
 
 @recipe("service.launch-flags", title="Correct the vLLM launch flags",
         check="config.block-size", params=("flags", "set", "remove", "unit", "cmdline"),
+        affects=("config",),
         writes=tuple(f"{d}/*.service" for d in UNIT_DIRS),
         undo_commands=(Command(("systemctl", "daemon-reload"), "reload the restored units",
                                sysroot_skip="systemd of a sysroot is not running"),))

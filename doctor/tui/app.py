@@ -74,6 +74,7 @@ class DoctorApp(App):
         self.overlay: str | None = None
         self._own_overlay = False
         self.journal: list[tuple[str, str]] = []  # (journal id, check id), newest last
+        self._affects: dict[str, tuple[str, ...]] = {}  # journal id -> checks it re-runs
         self._run_counter = 0
         self._error: str | None = None
         self.last_export: str | None = None
@@ -421,22 +422,34 @@ class DoctorApp(App):
             self.call_from_thread(self.notify, f"{plan.recipe_id} failed: {exc}",
                                   severity="error")
             return
+        affects = tuple(getattr(plan.raw, "affects", ()) or ())
         if applied.journal_id:
             self.journal.append((applied.journal_id, check_id))
-        state, text = self._verify(check_id)
+            self._affects[applied.journal_id] = affects
+        state, text = self._verify(check_id, affects)
+        v = getattr(applied.raw, "verification", None)
+        worse = [r["check"] for r in getattr(v, "regressions", None) or []]
+        if worse:
+            text += f"; new fails caused by this fix: {', '.join(worse)}"
         self.call_from_thread(self._show_result, check_id, applied, state, text, False)
 
-    def _verify(self, check_id: str) -> tuple[str, str]:
-        """Re-run the originating check against the changed host; update the dashboard."""
+    def _verify(self, check_id: str, affects: tuple[str, ...] = ()) -> tuple[str, str]:
+        """Re-run the originating check, and the checks the recipe affects, against the
+        changed host; update the dashboard rows of all of them."""
         from ..engine import RunConfig, run
 
-        rep = run(self.make_host(), self.options, self.get_registry(),
-                  RunConfig(only=(check_id,), timeout=self.timeout or 10.0,
+        registry = self.get_registry()
+        words = (check_id, *(w for w in affects if registry._matches_any(w)))
+        rep = run(self.make_host(), self.options, registry,
+                  RunConfig(only=words, timeout=self.timeout or 10.0,
                             override=self.timeout is not None,
                             context=self.context))
-        if not rep.results:
+        for other in rep.results:
+            if other.check_id != check_id:
+                self.call_from_thread(self._replace_result, other)
+        result = next((r for r in rep.results if r.check_id == check_id), None)
+        if result is None:
             return "skip", f"{check_id} did not run"
-        result = rep.results[0]
         self.call_from_thread(self._replace_result, result)
         worst = max(result.findings, key=lambda f: f.status.rank)
         return result.status.value, f"{check_id} is now {result.status.value}: {worst.message}"
@@ -479,6 +492,6 @@ class DoctorApp(App):
                                   severity="error")
             return
         self.journal = [(j, c) for j, c in self.journal if j != journal_id]
-        state, text = self._verify(check_id)
+        state, text = self._verify(check_id, self._affects.pop(journal_id, ()))
         self.call_from_thread(self._show_result, check_id,
                               fixflow.Applied(journal_id, msg), state, text, True)

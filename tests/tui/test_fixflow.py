@@ -133,3 +133,29 @@ async def test_fix_plan_cancel_changes_nothing(fix_state, demo_root):
     assert {p: _read(str(demo_root), p) for p in (LD_CONF, ASCEND_CONF)} == snapshot
     assert not (fix_state / "ascend-doctor" / "journal").exists() or not os.listdir(
         fix_state / "ascend-doctor" / "journal")
+
+
+async def test_the_result_names_the_fail_the_fix_caused(fix_state, demo_root):
+    """ldconf.ascend-conf makes ascend.conf reached; ldconf.dirs then counts its missing
+    directories: the result says so and the dashboard row turns, and undo turns it back."""
+    app = DoctorApp(root=str(demo_root), live=False,
+                    registry=subset_registry("ldconf.order", "ldconf.dirs", "ldconf.perms"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.run_complete, timeout=20)
+        assert app.state.rows["ldconf.dirs"].state == "pass"
+        assert app.state.rows["ldconf.perms"].state == "fail"
+        app.goto_check("ldconf.order")
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FixPlanScreen), timeout=20)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, FixResultScreen), timeout=30)
+        assert "new fails caused by this fix: ldconf.dirs" in app.screen.verify_text
+        assert app.state.rows["ldconf.dirs"].state == "fail"
+        assert app.state.rows["ldconf.perms"].state == "pass"  # re-run too, not left stale
+        await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, FixResultScreen) and
+                       app.screen.undone, timeout=30)
+        assert app.state.rows["ldconf.dirs"].state == "pass"
+        assert app.state.rows["ldconf.perms"].state == "fail"
