@@ -98,7 +98,11 @@ def make_handler(state: State):
     return Handler
 
 
-@click.command("exporter")
+@click.command("exporter", epilog="""\b
+Examples:
+  sudo ascend-doctor exporter --port 9464
+  ascend-doctor exporter --demo --port 0
+  curl -s http://127.0.0.1:9464/metrics | grep ascend_doctor""")
 @click.option("--root", type=click.Path(exists=True, file_okay=False), default=None,
               help="Diagnose a sysroot instead of this machine.")
 @click.option("--bundle", type=click.Path(dir_okay=False), default=None,

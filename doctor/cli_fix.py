@@ -82,7 +82,14 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
             and f.status.value in ("fail", "warn", "error")]
 
 
-@click.command("fix")
+@click.command("fix", epilog="""\b
+Examples:
+  ascend-doctor fix                                  # what can be fixed here
+  ascend-doctor fix ldconf.ascend-conf               # the plan (a dry run)
+  sudo ascend-doctor fix ldconf.ascend-conf --apply  # asks, then applies and verifies
+  ascend-doctor fix dns.hosts-pin --param hostname=api.example.com --param address=10.0.0.7
+  ascend-doctor fix ldconf.ascend-conf --demo-root /tmp/overlay --apply --yes
+  ascend-doctor fix --undo                           # restore the latest fix""")
 @click.argument("recipe_id", required=False)
 @click.option("--root", type=click.Path(exists=True, file_okay=False),
               help="Plan and apply inside this sysroot (ldconfig -r ROOT, no live commands).")
@@ -99,8 +106,9 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
 @click.option("--force", is_flag=True, help="With --undo: restore even files edited since.")
 @click.option("--journal", "show_journal", is_flag=True,
               help="List the applied fixes (newest last) and exit.")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
+@click.option("--json", "as_json", is_flag=True, help="Plan, result or list as JSON.")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
+              help="Language of the output [default: from LANG].")
 def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, force,
             show_journal, as_json, lang) -> None:
     """Show the plan of a fix (dry run), apply it with --apply, undo with --undo.
@@ -253,7 +261,10 @@ def _echo_affected(v) -> None:
                        f"(ascend-doctor check --only {r['check']})")
 
 
-@click.command("export-root")
+@click.command("export-root", epilog="""\b
+Examples:
+  ascend-doctor export-root /tmp/demo-root && ascend-doctor fix --root /tmp/demo-root
+  ascend-doctor export-root --bundle host.tar.gz /tmp/host-root""")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--bundle", type=click.Path(dir_okay=False, exists=True),
               help="Export this bundle instead of the demo scenario.")
