@@ -138,7 +138,8 @@ def service_env(ctx: FixContext, params: dict) -> Plan:
             "No systemd unit runs vLLM here: start the server with this environment "
             "(stop the running one first):",
             "此处没有运行 vLLM 的 systemd 单元：用此环境启动服务（先停止正在运行的实例）：",
-            f"env $(grep -v '^#' {ENV_FILE} | xargs) {cmd}"))
+            # sourced with allexport: the file's values are shell-quoted, so they arrive exact
+            f"set -a && . {shlex.quote(ENV_FILE)} && set +a && {cmd}"))
         plan.needs_root = [f"writing {ENV_FILE}"]
     plan.notes.append("NNAL/ATB users also need /usr/local/Ascend/nnal/atb/set_env.sh's "
                       "variables (libatb.so)")
