@@ -9,6 +9,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def _words(value: Any) -> str:
+    """A parameter as a user reads (and types) it, never a Python repr: flags as
+    ``--flag value``, lists comma-separated, an absent value as "(none)"."""
+    import shlex
+    if value is None:
+        return "(none)"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return " ".join(shlex.join([str(k)] + ([] if v is None else [str(v)]))
+                        for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(x, (list, tuple)) for x in value):
+            return " ".join(shlex.join([str(y) for y in x]) for x in value)
+        return ", ".join(_words(x) for x in value)
+    return str(value)
+
+
 @dataclass(frozen=True)
 class FileEdit:
     """Make ``path`` (a host path) hold ``after`` with permission bits ``mode``."""
@@ -136,7 +154,7 @@ class Plan:
         out = [f"{'修复计划' if zh else 'plan'} {self.recipe}: "
                f"{(self.title_zh or self.title) if zh else self.title}"]
         if self.params:
-            out.append("  params: " + ", ".join(f"{k}={v}" for k, v in self.params.items()))
+            out.append("  params: " + ", ".join(f"{k}={_words(v)}" for k, v in self.params.items()))
         if self.already_applied:
             out.append("  " + ("已应用：没有需要修改的内容" if zh else
                                "already applied: nothing to change"))

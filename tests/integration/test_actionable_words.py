@@ -125,3 +125,27 @@ def test_the_detector_catches_what_it_must():
         def findings(self):
             return [(Ok, Finding.passed("50000-51999 (2000 ports); ${HOME} stays as written"))]
     assert offences(Clean()) == []
+
+
+def test_every_fix_plan_reads_as_words(tmp_path):
+    """Each recipe's plan on the demo exported as a sysroot, as `fix RECIPE --root` prints
+    it, with the parameters the demo's findings pass: no reprs, no ``{root}``."""
+    from doctor.demo import demo_bundle_data
+    from fixes import FixRegistry, plan_for
+    from fixes.context import FixContext
+    from fixes.export import export_root
+
+    root = str(tmp_path / "root")
+    export_root(demo_bundle_data(), root)
+    report = _run(LiveHost(root), "sysroot")
+    params: dict[str, dict] = {"dns.hosts-pin": {"hostname": "api.example.com",
+                                                 "address": "10.0.0.7"}}
+    for r, f in report.findings():
+        if f.fix is not None:
+            params.setdefault(f.fix.id, dict(f.fix.params))
+    for rid in FixRegistry.discover().recipes:
+        ctx = FixContext.for_root(root, OPTIONS)
+        text = plan_for(ctx, rid, params.get(rid)).render("en", root)
+        for rx, what in REPRS[:5]:  # KB-free text: reprs and placeholders
+            m = rx.search(text)
+            assert m is None, f"{rid}: {what} {m.group(0)!r} in\n{text}"
