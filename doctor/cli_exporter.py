@@ -125,9 +125,10 @@ Examples:
 def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seconds, interval,
                  timeout, listen, port) -> None:
     """Serve /metrics and /healthz from checks re-run in the background."""
-    from .cli import build_options, demo_host, open_host
+    from .cli import build_options
     from .engine import DEFAULT_TIMEOUT
     from .errors import UsageError
+    from .opening import demo_host, open_host
 
     if interval <= 0:
         raise UsageError(f"--interval {interval:g}: must be > 0 seconds")

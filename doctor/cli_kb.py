@@ -89,7 +89,8 @@ def _versions_for(root, bundle, demo, given) -> dict[str, str] | None:
         return None
     versions: dict[str, str] = {}
     if root or bundle or demo:
-        from .cli import build_options, demo_host, open_host
+        from .cli import build_options
+        from .opening import demo_host, open_host
         host = demo_host() if demo else open_host(root, bundle)
         versions = host_versions(host, build_options({}))
     versions.update(given)
