@@ -97,6 +97,8 @@ Examples:
               help="Plan against a bundle; writes go to --demo-root.")
 @click.option("--demo-root", type=click.Path(file_okay=False),
               help="Overlay directory: plan against the demo (or --bundle) and write here.")
+@click.option("--from-check", "from_check", default=None, metavar="CHECK_ID",
+              help="Plan with what this check's finding knows (the fix list names it).")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="Recipe parameter (e.g. hostname=api.example.com, block-size=128).")
 @click.option("--apply", "do_apply", is_flag=True, help="Apply the plan (asks first).")
@@ -109,8 +111,8 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Plan, result or list as JSON.")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
               help="Language of the output [default: from LANG].")
-def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, force,
-            show_journal, as_json, lang) -> None:
+def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, yes, undo_id,
+            force, show_journal, as_json, lang) -> None:
     """Show the plan of a fix (dry run), apply it with --apply, undo with --undo.
 
     Without RECIPE_ID: the fixable findings of a run on the chosen target.
@@ -168,13 +170,22 @@ def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, 
                 if key in shown:  # one line per check and recipe: the plan covers them all
                     continue
                 shown.add(key)
-                click.echo(f"{r['status']:5} {r['check']}: {r['message']}\n"
-                           f"      {fix_command(r['fix'], r['params'], where)}")
+                # --from-check: the plan takes this finding's parameters (also the
+                # structured ones a command line cannot spell), not another check's
+                click.echo(f"{r['status']:5} {r['check']}: {r['message']}\n      "
+                           + fix_command(r["fix"], r["params"],
+                                         [*where, f"--from-check={r['check']}"]))
         return
     spec = FixRegistry.discover().get(recipe_id)
     merged: dict[str, Any] = {}
     verify = spec.check
-    for row in _fixable(factory, options, checks_for(recipe_id, spec.check)):
+    candidates = checks_for(recipe_id, spec.check)
+    if from_check:
+        if from_check not in candidates:
+            raise UsageError(f"--from-check {from_check}: not a check that points at "
+                             f"{recipe_id} (those are: {', '.join(candidates) or 'none'})")
+        candidates = [from_check]
+    for row in _fixable(factory, options, candidates):
         if row["fix"] == recipe_id:  # what the check knows, then the user's overrides
             merged.update(row["params"])
             verify = row["check"]

@@ -89,8 +89,13 @@ def test_the_fix_list_and_the_plans_paste_and_run(cli, tmp_path):
         # pasted, it runs: the plan (a dry run) of what the list suggested
         r = cli(*argv[1:], "--json", env=env)
         assert r.returncode == 0, (line, r.stderr)
-        for c in json.loads(r.stdout)["plan"]["commands"]:
+        plan = json.loads(r.stdout)["plan"]
+        for c in plan["commands"]:
             assert_runs(shlex.join(c["argv"]))
+        if "--from-check=config.block-size" in argv:  # that finding's flags, not another's
+            assert "--block-size" in plan["params"]["flags"], plan["params"]
+        if "--from-check=config.batched-tokens" in argv:
+            assert "--max-num-batched-tokens" in plan["params"]["flags"], plan["params"]
     assert recipes <= set(FixRegistry.discover().recipes) and len(recipes) >= 4
 
 
