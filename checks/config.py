@@ -170,8 +170,8 @@ def block_size_from(procs: ServiceProcesses | None, http: ServiceHttp | None,
         good = 32 if (dsv4 or va is None or va < Version("0.11")) else 128
         if runs == 16:
             yield Finding.warn(
-                f"block size 16 ({source}): 16-token KV pages multiply page-table entries; the "
-                f"seed measured P99 240 ms at 16 against 215 ms at 32 (TLB pressure)",
+                f"block size 16 ({source}): 16-token KV pages multiply page-table entries; on a "
+                f"910B host P99 was 240 ms at 16 against 215 ms at 32 (TLB pressure)",
                 subject=subj, evidence=ev, kb="ASC-CFG-001", fix="service.launch-flags",
                 fix_params={"pid": sp.pid if sp else None, "set": [["--block-size", str(good)]]})
         if requested is not None and runs is not None and requested != runs:
@@ -200,8 +200,8 @@ def batched_tokens(procs: ServiceProcesses) -> Iterator[Finding]:
         n = _int(_flag(sp, "max-num-batched-tokens"))
         ev = {"max_num_batched": n, "limit": BATCHED_TOKENS_MAX}  # "TOKEN" keys get redacted
         if n is not None and n > BATCHED_TOKENS_MAX:
-            yield Finding.warn(f"--max-num-batched-tokens {n} > {BATCHED_TOKENS_MAX}: the seed saw "
-                               "P99 rise from 120 ms to 380 ms past 16384 (long batches, cache "
+            yield Finding.warn(f"--max-num-batched-tokens {n} > {BATCHED_TOKENS_MAX}: on a 910B host "
+                               "P99 rose from 120 ms to 380 ms past 16384 (long batches, cache "
                                "misses); 8192 balanced throughput and latency",
                                subject=_subject(sp), evidence=ev, kb="ASC-CFG-003",
                                fix="service.launch-flags",
@@ -238,8 +238,8 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
         ev = {"gpu_memory_utilization": util, "limit": GPU_UTIL_MAX}
         if util > GPU_UTIL_MAX:
             yield Finding.warn(f"--gpu-memory-utilization {util:g} > {GPU_UTIL_MAX:g}: above 95 % the "
-                               "NPU memory manager reclaims conservatively and inference stalls "
-                               "(seed); 0.9 was the stable value", subject=_subject(sp), evidence=ev,
+                               "NPU memory manager reclaims conservatively and inference stalls; "
+                               "0.9 is a stable value", subject=_subject(sp), evidence=ev,
                                kb="ASC-CFG-004", fix="service.launch-flags",
                                fix_params={"pid": sp.pid, "set": [["--gpu-memory-utilization", "0.9"]]})
         else:
@@ -341,8 +341,8 @@ def prefix_caching(procs: ServiceProcesses | None, http: ServiceHttp | None) -> 
           "hash_algo": cc.get("prefix_caching_hash_algo"), "hit_rate": hit}
     yield Finding.info(f"prefix caching {'on' if state else 'off'} ({src})"
                        + (f", hit rate {hit * 100:.1f} % of queried tokens" if hit is not None else "")
-                       + ("" if state else "; every request recomputes its prompt (the seed turned "
-                          "it off for 128K contexts)"),
+                       + ("" if state else "; every request recomputes its prompt (turned off, "
+                          "e.g., for 128K contexts)"),
                        subject=_subject(sp) if sp else "service", evidence=ev, kb="ASC-CFG-008")
 
 

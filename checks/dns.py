@@ -270,6 +270,21 @@ def resolver(r: ResolverConfig) -> Iterator[Finding]:
                              f"attempts:{rc.attempts}; {cache}", evidence=ev)
 
 
+def _ports_desc(r: ResolverConfig, tw: int | None, width: int | None) -> str:
+    """What was read, in words: an unreadable value says so instead of printing None."""
+    ports = (f"ip_local_port_range {r.port_range[0]}-{r.port_range[1]} ({width} ports)"
+             if r.port_range else "ip_local_port_range unreadable")
+    if tw is not None:
+        waits = f"{tw} TIME_WAIT sockets toward port {r.service_port}" + (
+            f" ({r.time_wait_total} in all)" if r.time_wait_total is not None else "")
+    else:
+        waits = ("TIME_WAIT sockets not counted (socket table unreadable"
+                 + (f": {r.connections_error})" if r.connections_error else ")"))
+    tcp = ", ".join(f"{k} {v}" for k, v in (("tcp_fin_timeout", r.fin_timeout),
+                                             ("tcp_tw_reuse", r.tw_reuse)) if v is not None)
+    return f"{waits}; {ports}" + (f", {tcp}" if tcp else "")
+
+
 @check("net.tcp-ports", title="Ephemeral ports are not exhausted by TIME_WAIT",
        category=Category.NETWORK, tags=("net", "loadgen"))
 def tcp_ports(r: ResolverConfig) -> Iterator[Finding]:
@@ -284,11 +299,7 @@ def tcp_ports(r: ResolverConfig) -> Iterator[Finding]:
           "time_wait_to_service": tw, "time_wait_total": r.time_wait_total,
           "service_port": r.service_port}
     params = {"ip_local_port_range": "1024 65535", "tcp_fin_timeout": 30, "tcp_tw_reuse": 1}
-    desc = (f"{tw} TIME_WAIT sockets toward port {r.service_port} ({r.time_wait_total} in all); "
-            f"ip_local_port_range {r.port_range[0]}-{r.port_range[1]} ({width} ports), "
-            f"tcp_fin_timeout {r.fin_timeout}, tcp_tw_reuse {r.tw_reuse}"
-            if r.port_range and tw is not None else
-            f"ip_local_port_range {r.port_range}, TIME_WAIT {tw}, fin_timeout {r.fin_timeout}")
+    desc = _ports_desc(r, tw, width)
     if width and tw is not None and tw >= 0.5 * width:
         yield Finding.fail(f"{desc}: half the ephemeral ports are held in TIME_WAIT, new "
                            "connections will fail with EADDRNOTAVAIL", evidence=ev,

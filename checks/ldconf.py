@@ -80,8 +80,8 @@ def perms(conf: LdSoConf, state: LdConfState) -> Iterator[Finding]:
             bad += 1
             yield Finding.fail(
                 f"{f.path} has mode {f.mode:04o}: not readable by everyone — ldconfig run by "
-                "a tool without that user's rights skips it silently (seed: mode 600 kept "
-                "libacl.so out of the cache); chmod 644 it and run ldconfig",
+                "a tool without that user's rights skips it silently (a mode 600 ascend.conf "
+                "keeps libacl.so out of the cache); chmod 644 it and run ldconfig",
                 subject=f.path, evidence={"file": f.path, "mode": f"{f.mode:04o}", "uid": f.uid},
                 kb="ASC-LIB-004", fix="ldconf.ascend-conf", fix_params={"chmod": f.path})
         elif not f.readable:

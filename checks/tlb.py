@@ -61,8 +61,8 @@ def faults(sf: ServiceFaults, hp: HugePages | None, procs: ServiceProcesses | No
         suffix = f" ({'; '.join(hint)})" if hint else ""
         params = {"pid": fr.server_pid, "thp": "always" if (hp and hp.thp_mode != "always") else None}
         if minor >= MINOR_FAIL_PER_S:
-            yield Finding.fail(text + ": TLB / page-table pressure, not swapping (seed: ≈12 000/s "
-                               "with 0 major)" + suffix, subject=f"pid {fr.server_pid}", evidence=ev,
+            yield Finding.fail(text + ": TLB / page-table pressure, not swapping (≈12 000/s with "
+                               "0 major is the TLB-miss signature)" + suffix, subject=f"pid {fr.server_pid}", evidence=ev,
                                kb=("ASC-PERF-001", "ASC-CFG-001"), fix="tlb.hugepages",
                                fix_params=params)
         elif minor >= MINOR_WARN_PER_S:

@@ -101,11 +101,21 @@ def _cann_eq(a: str, b: str) -> bool:
     return a.strip().lower().lstrip("v") == b.strip().lower().lstrip("v")
 
 
+_INTERNAL_CITE = re.compile(r"\s*\((?:facts|seed):[^)]*\)")
+
+
+def _public_row(row: dict) -> dict:
+    """The row with its source as a user may follow it: the public document, without the
+    internal design-file names some rows still carry next to it."""
+    src = row.get("source")
+    return {**row, "source": _INTERNAL_CITE.sub("", src)} if isinstance(src, str) else row
+
+
 def matrix_row(table: str, version: str) -> dict | None:
     import knowledge
     for row in knowledge.compat().get(table, []):
         if _same(row["version"], version):
-            return row
+            return _public_row(row)
     return None
 
 
@@ -114,7 +124,7 @@ def torch_python_row(torch: str) -> dict | None:
     rel = _public(torch)
     for row in knowledge.compat().get("torch_python", []):
         if rel == row["torch"] or rel.startswith(row["torch"] + "."):
-            return row
+            return _public_row(row)
     return None
 
 
@@ -130,7 +140,7 @@ def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
         row = matrix_row("vllm_ascend", va)
         if row is None:
             yield Finding.info(f"vllm-ascend {va} is not in the compatibility matrix (knowledge/"
-                               "compat.toml ends at the releases in the facts); its own pins are "
+                               "compat.toml ends at the releases it lists); its own pins are "
                                "checked by versions.pins", evidence={"versions": found})
         else:
             checked += 1

@@ -14,7 +14,8 @@ from typing import Any, Callable
 import click
 
 from . import __version__
-from .errors import BundleError, DoctorError, UsageError
+from .errors import DoctorError, UsageError
+from .opening import demo_host, open_host  # noqa: F401  (the CLI extensions and tests use them)
 
 EXIT_OK, EXIT_FAIL, EXIT_NO_VERDICT = 0, 1, 2
 
@@ -97,25 +98,6 @@ def build_options(kw: dict[str, Any]):
         python=(os.path.abspath(kw["python"]) if kw.get("python") and "/" in kw["python"]
                 else kw.get("python")),
         lang=kw.get("lang") or default_lang())
-
-
-def open_host(root: str | None, bundle: str | None):
-    """The Host for this run: a bundle, a sysroot or this machine."""
-    if root and bundle:
-        raise UsageError("--root and --bundle exclude each other")
-    if bundle:
-        from .bundle import BundleHost
-        if not os.path.exists(bundle):
-            raise BundleError(f"bundle {bundle} does not exist")
-        return BundleHost.open(bundle)
-    from .host import LiveHost
-    return LiveHost(root or "/")
-
-
-def demo_host(overlay: str | None = None):
-    from .bundle import BundleHost
-    from .demo import demo_bundle_data
-    return BundleHost(demo_bundle_data(), overlay)
 
 
 def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
@@ -222,7 +204,14 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, invoke_without_command=True,
-             context_settings={"help_option_names": ["-h", "--help"]})
+             context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="""\b
+Examples:
+  ascend-doctor demo --text        # the report of a broken 8x910B host, no setup
+  sudo ascend-doctor check         # diagnose this machine
+  ascend-doctor check --json | jq '.summary'
+  ascend-doctor collect            # a bundle to attach to an issue
+  ascend-doctor COMMAND --help     # each command's options and examples""")
 @click.version_option(__version__, prog_name="ascend-doctor")
 @click.pass_context
 def main(ctx: click.Context) -> None:
@@ -237,20 +226,30 @@ def main(ctx: click.Context) -> None:
             ctx.invoke(check_cmd)
 
 
-@main.command("check")
+@main.command("check", epilog="""\b
+Examples:
+  sudo ascend-doctor check
+  ascend-doctor check --only libs,versions -v
+  ascend-doctor check --service http://127.0.0.1:8000 --log /var/log/vllm/server.log
+  ascend-doctor check --root /mnt/host-image --json > report.json
+  ascend-doctor check --bundle host.tar.gz --markdown > issue.md""")
 @input_options
 @click.option("--only", multiple=True, help="Check ids, id prefixes or tags (comma-separated).")
 @click.option("--skip", multiple=True, help="Check ids, id prefixes or tags to leave out.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.option("--text", "as_text", is_flag=True,
+              help="The text report on stdout (the default; say it in scripts and aliases).")
 @click.option("--junit", type=click.Path(dir_okay=False), default=None,
               help="Also write JUnit XML to this file.")
 @click.option("--markdown", is_flag=True, help="An issue body in Markdown on stdout.")
 @click.option("--fail-on", type=click.Choice(["fail", "warn"]), default="fail",
               show_default=True, help="Lowest status that makes the exit code 1.")
 @click.option("-v", "--verbose", is_flag=True, help="Show passing findings too.")
-def check_cmd(only=(), skip=(), as_json=False, junit=None, markdown=False, fail_on="fail",
-              verbose=False, **kw: Any) -> None:
-    """Run the checks and print a report."""
+def check_cmd(only=(), skip=(), as_json=False, as_text=False, junit=None, markdown=False,
+              fail_on="fail", verbose=False, **kw: Any) -> None:
+    """Run the checks and print a report (text unless --json or --markdown)."""
+    if sum((as_json, as_text, markdown)) > 1:
+        raise UsageError("choose one of --json, --text, --markdown")
     host = open_host(kw.get("root"), kw.get("bundle"))
     options = _with_bundle_options(host, build_options(kw), click.get_current_context())
     report = run_report(host, options, _split(only), _split(skip), kw.get("timeout"),
@@ -280,8 +279,11 @@ def unreadable_inputs(report, options) -> list[str]:
     return out
 
 
-@main.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@main.command("list", epilog="""\b
+Examples:
+  ascend-doctor list
+  ascend-doctor list --json | jq -r '.checks[].id'""")
+@click.option("--json", "as_json", is_flag=True, help="Checks and plugins as one JSON document.")
 def list_cmd(as_json: bool) -> None:
     """List the checks: id, category, tags, title (plugins listed without importing them)."""
     from .registry import Registry
@@ -360,15 +362,20 @@ def collect_cmd(output: str | None, only=(), skip=(), **kw: Any) -> None:
                + shlex.quote(output), err=True)
 
 
-@main.command("demo")
+@main.command("demo", epilog="""\b
+Examples:
+  ascend-doctor demo               # the TUI on a terminal
+  ascend-doctor demo --text --lang zh
+  ascend-doctor demo --export demo.tar.gz && ascend-doctor check --bundle demo.tar.gz""")
 @click.option("--json", "as_json", is_flag=True, help="The demo report as JSON.")
-@click.option("--markdown", is_flag=True)
+@click.option("--markdown", is_flag=True, help="The demo report as a Markdown issue body.")
 @click.option("--text", "as_text", is_flag=True, help="The text report even on a terminal.")
 @click.option("--export", type=click.Path(dir_okay=False), default=None,
               help="Write the demo scenario bundle to FILE (for `check --bundle`).")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
-@click.option("--only", multiple=True)
-@click.option("--skip", multiple=True)
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
+              help="Language of explanations [default: from LANG].")
+@click.option("--only", multiple=True, help="Check ids, id prefixes or tags (comma-separated).")
+@click.option("--skip", multiple=True, help="Check ids, id prefixes or tags to leave out.")
 def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, lang: str | None,
              only=(), skip=()) -> None:
     """Diagnose the bundled broken 8x910B host (exits 0: showing failures is its job)."""
@@ -396,7 +403,11 @@ def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, l
     emit(report, as_json=as_json, junit=None, markdown=markdown, lang=options.lang)
 
 
-@main.command("tui")
+@main.command("tui", epilog="""\b
+Examples:
+  sudo ascend-doctor tui
+  ascend-doctor tui --bundle host.tar.gz
+  ascend-doctor tui --service http://127.0.0.1:8000 --timeout 30""")
 @input_options
 def tui_cmd(**kw: Any) -> None:
     """The interactive dashboard."""

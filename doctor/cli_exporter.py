@@ -98,7 +98,11 @@ def make_handler(state: State):
     return Handler
 
 
-@click.command("exporter")
+@click.command("exporter", epilog="""\b
+Examples:
+  sudo ascend-doctor exporter --port 9464
+  ascend-doctor exporter --demo --port 0
+  curl -s http://127.0.0.1:9464/metrics | grep ascend_doctor""")
 @click.option("--root", type=click.Path(exists=True, file_okay=False), default=None,
               help="Diagnose a sysroot instead of this machine.")
 @click.option("--bundle", type=click.Path(dir_okay=False), default=None,
@@ -121,9 +125,10 @@ def make_handler(state: State):
 def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seconds, interval,
                  timeout, listen, port) -> None:
     """Serve /metrics and /healthz from checks re-run in the background."""
-    from .cli import build_options, demo_host, open_host
+    from .cli import build_options
     from .engine import DEFAULT_TIMEOUT
     from .errors import UsageError
+    from .opening import demo_host, open_host
 
     if interval <= 0:
         raise UsageError(f"--interval {interval:g}: must be > 0 seconds")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -81,7 +82,14 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
             and f.status.value in ("fail", "warn", "error")]
 
 
-@click.command("fix")
+@click.command("fix", epilog="""\b
+Examples:
+  ascend-doctor fix                                  # what can be fixed here
+  ascend-doctor fix ldconf.ascend-conf               # the plan (a dry run)
+  sudo ascend-doctor fix ldconf.ascend-conf --apply  # asks, then applies and verifies
+  ascend-doctor fix dns.hosts-pin --param hostname=api.example.com --param address=10.0.0.7
+  ascend-doctor fix ldconf.ascend-conf --demo-root /tmp/overlay --apply --yes
+  ascend-doctor fix --undo                           # restore the latest fix""")
 @click.argument("recipe_id", required=False)
 @click.option("--root", type=click.Path(exists=True, file_okay=False),
               help="Plan and apply inside this sysroot (ldconfig -r ROOT, no live commands).")
@@ -89,6 +97,8 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
               help="Plan against a bundle; writes go to --demo-root.")
 @click.option("--demo-root", type=click.Path(file_okay=False),
               help="Overlay directory: plan against the demo (or --bundle) and write here.")
+@click.option("--from-check", "from_check", default=None, metavar="CHECK_ID",
+              help="Plan with what this check's finding knows (the fix list names it).")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="Recipe parameter (e.g. hostname=api.example.com, block-size=128).")
 @click.option("--apply", "do_apply", is_flag=True, help="Apply the plan (asks first).")
@@ -98,10 +108,11 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
 @click.option("--force", is_flag=True, help="With --undo: restore even files edited since.")
 @click.option("--journal", "show_journal", is_flag=True,
               help="List the applied fixes (newest last) and exit.")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
-def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, force,
-            show_journal, as_json, lang) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Plan, result or list as JSON.")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
+              help="Language of the output [default: from LANG].")
+def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, yes, undo_id,
+            force, show_journal, as_json, lang) -> None:
     """Show the plan of a fix (dry run), apply it with --apply, undo with --undo.
 
     Without RECIPE_ID: the fixable findings of a run on the chosen target.
@@ -142,6 +153,11 @@ def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, 
     options = build_options({"lang": lang})
     ctx, factory = _context(root, bundle, demo_root, options)
     if not recipe_id:
+        from .suggest import fix_command
+        # the target the list was made on, so the suggested command plans on it too
+        where = ([f"--root={os.path.abspath(root)}"] if root else
+                 ([f"--bundle={os.path.abspath(bundle)}"] if bundle else [])
+                 + ([f"--demo-root={os.path.abspath(demo_root)}"] if demo_root else []))
         rows = _fixable(factory, options)
         if out:
             out({"fixable": rows})
@@ -154,15 +170,22 @@ def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, 
                 if key in shown:  # one line per check and recipe: the plan covers them all
                     continue
                 shown.add(key)
-                extra = " ".join(f"--param {k}={v}" for k, v in r["params"].items()
-                                 if isinstance(v, (str, int, float)))
-                click.echo(f"{r['status']:5} {r['check']}: {r['message']}\n"
-                           f"      ascend-doctor fix {r['fix']} {extra}".rstrip())
+                # --from-check: the plan takes this finding's parameters (also the
+                # structured ones a command line cannot spell), not another check's
+                click.echo(f"{r['status']:5} {r['check']}: {r['message']}\n      "
+                           + fix_command(r["fix"], r["params"],
+                                         [*where, f"--from-check={r['check']}"]))
         return
     spec = FixRegistry.discover().get(recipe_id)
     merged: dict[str, Any] = {}
     verify = spec.check
-    for row in _fixable(factory, options, checks_for(recipe_id, spec.check)):
+    candidates = checks_for(recipe_id, spec.check)
+    if from_check:
+        if from_check not in candidates:
+            raise UsageError(f"--from-check {from_check}: not a check that points at "
+                             f"{recipe_id} (those are: {', '.join(candidates) or 'none'})")
+        candidates = [from_check]
+    for row in _fixable(factory, options, candidates):
         if row["fix"] == recipe_id:  # what the check knows, then the user's overrides
             merged.update(row["params"])
             verify = row["check"]
@@ -173,18 +196,18 @@ def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, 
         if out:
             out({"plan": plan.to_dict(lang), "target": ctx.write_root, "applied": False})
         else:
-            click.echo(plan.render(lang), nl=False)
+            click.echo(plan.render(lang, ctx.write_root), nl=False)
             if not plan.already_applied and not plan.manual_only:
                 click.echo("\n(dry run: nothing changed; add --apply to apply it)")
         return
     if not yes and not plan.already_applied and not plan.manual_only:
         if not sys.stdin.isatty():
             if not out:
-                click.echo(plan.render(lang), nl=False)
+                click.echo(plan.render(lang, ctx.write_root), nl=False)
             click.echo("ascend-doctor: refusing to apply without confirmation: no terminal to "
                        "ask on; pass --yes to apply non-interactively", err=True)
             sys.exit(3)
-        click.echo(plan.render(lang), nl=False)
+        click.echo(plan.render(lang, ctx.write_root), nl=False)
         if not click.confirm("Apply this plan?", default=False):
             click.echo("not applied")
             sys.exit(3)
@@ -201,18 +224,19 @@ def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, 
         out({"plan": plan.to_dict(lang), "target": ctx.write_root, "result": res.to_dict()})
     else:
         if res.status == "applied":
-            click.echo(plan.render(lang), nl=False)
+            click.echo(plan.render(lang, ctx.write_root), nl=False)
         click.echo({"applied": f"applied (journal {res.journal}; undo with "
                                f"`ascend-doctor fix --undo {res.journal}`)",
                     "already-applied": "already applied: nothing changed",
                     "manual": "nothing to apply automatically: do the manual steps above"
                     }[res.status] if res.status != "manual" else
-                   plan.render(lang) + "nothing to apply automatically: do the manual steps")
+                   plan.render(lang, ctx.write_root) + "nothing to apply automatically: do the manual steps")
         for c in res.commands:
             if c.get("skipped"):
-                click.echo(f"  skipped {' '.join(c['argv'])}: {c['skipped']}")
+                click.echo(f"  skipped {shlex.join(c['argv'])}: {c['skipped']}")
             else:
-                click.echo(f"  ran {' '.join(c['argv'])}: exit {c.get('rc')}"
+                click.echo(f"  ran {shlex.join(c['argv'])}: "
+                           + (f"exit {c['rc']}" if c.get("rc") is not None else "did not run")
                            + (f" ({c['error']})" if c.get("error") else ""))
         if v is not None:
             if v.note:
@@ -221,11 +245,37 @@ def fix_cmd(recipe_id, root, bundle, demo_root, params, do_apply, yes, undo_id, 
                 click.echo(f"  verify {v.check}: before {v.before}, after {v.after}")
                 for m in v.messages:
                     click.echo(f"    {m}")
+            _echo_affected(v)
     if res.status == "applied" and v is not None and v.ok is False:
         sys.exit(1)
 
 
-@click.command("export-root")
+def _echo_affected(v) -> None:
+    """The other checks the change touched, and every new fail it caused, named."""
+    if not v.affected:
+        return
+    worse = {r["check"] for r in v.regressions}
+    better = [a for a in v.affected if a["before"] and a["check"] not in worse
+              and a["before"] != a["after"] and a["after"] in ("pass", "info")]
+    click.echo(f"  re-checked {len(v.affected)} affected checks: {len(better)} now pass, "
+               f"{len(worse)} worse"
+               + (" (" + ", ".join(f"{a['check']} {a['before']} -> {a['after']}"
+                                   for a in better) + ")" if better else ""))
+    for r in v.regressions:
+        was = (r["after"] if r["before"] in (None, r["after"]) else
+               f"{r['before']} -> {r['after']}")
+        click.echo(f"  new {r['after']} caused by this fix: {r['check']} ({was})")
+        for m in r["messages"][:5]:
+            click.echo(f"    {m}")
+        if len(r["messages"]) > 5:
+            click.echo(f"    … and {len(r['messages']) - 5} more "
+                       f"(ascend-doctor check --only {r['check']})")
+
+
+@click.command("export-root", epilog="""\b
+Examples:
+  ascend-doctor export-root /tmp/demo-root && ascend-doctor fix --root /tmp/demo-root
+  ascend-doctor export-root --bundle host.tar.gz /tmp/host-root""")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--bundle", type=click.Path(dir_okay=False, exists=True),
               help="Export this bundle instead of the demo scenario.")

@@ -89,18 +89,23 @@ def _versions_for(root, bundle, demo, given) -> dict[str, str] | None:
         return None
     versions: dict[str, str] = {}
     if root or bundle or demo:
-        from .cli import build_options, demo_host, open_host
+        from .cli import build_options
+        from .opening import demo_host, open_host
         host = demo_host() if demo else open_host(root, bundle)
         versions = host_versions(host, build_options({}))
     versions.update(given)
     return versions
 
 
-@click.command("explain")
+@click.command("explain", epilog="""\b
+Examples:
+  ascend-doctor explain ASC-LIB-002
+  ascend-doctor explain EZ9999 --lang zh
+  ascend-doctor explain ldconf.order --demo""")
 @click.argument("ident")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
               help="Language [default: from LANG/LC_ALL].")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The answer as JSON.")
 @click.option("--root", type=click.Path(exists=True, file_okay=False),
               help="Pick the advice for the versions installed in this sysroot.")
 @click.option("--bundle", type=click.Path(dir_okay=False, exists=True),
@@ -138,15 +143,23 @@ def explain_cmd(ident: str, lang: str | None, as_json: bool, root, bundle, demo,
     click.echo("\n".join(render_entry(e, lang, versions) for e in found), nl=False)
 
 
-@click.group("kb")
+@click.group("kb", epilog="""\b
+Examples:
+  ascend-doctor kb search libascendcl
+  ascend-doctor kb list --domain libs
+  ascend-doctor kb lint""")
 def kb_group() -> None:
     """Search and list the knowledge base."""
 
 
-@kb_group.command("search")
+@kb_group.command("search", epilog="""\b
+Examples:
+  ascend-doctor kb search libascendcl not found
+  ascend-doctor kb search 显存 --lang zh""")
 @click.argument("words", nargs=-1, required=True)
-@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
+              help="Language [default: from LANG/LC_ALL].")
+@click.option("--json", "as_json", is_flag=True, help="The answer as JSON.")
 def kb_search(words: tuple[str, ...], lang: str | None, as_json: bool) -> None:
     """Entries whose id, alias, title, cause or steps contain every word (exit 1: none)."""
     from knowledge import load
@@ -165,10 +178,14 @@ def kb_search(words: tuple[str, ...], lang: str | None, as_json: bool) -> None:
     sys.exit(0 if hits else 1)
 
 
-@kb_group.command("list")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
+@kb_group.command("list", epilog="""\b
+Examples:
+  ascend-doctor kb list
+  ascend-doctor kb list --domain libs --json""")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
+              help="Language [default: from LANG/LC_ALL].")
 @click.option("--domain", default=None, help="Only this domain (file name without .toml).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The answer as JSON.")
 def kb_list(lang: str | None, domain: str | None, as_json: bool) -> None:
     """Every entry: id, domain, title."""
     from knowledge import load
@@ -186,7 +203,10 @@ def kb_list(lang: str | None, domain: str | None, as_json: bool) -> None:
     click.echo(f"{len(entries)} entries", err=True)
 
 
-@kb_group.command("lint")
+@kb_group.command("lint", epilog="""\b
+Examples:
+  ascend-doctor kb lint
+  ascend-doctor kb lint my-site.toml""")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, exists=True))
 def kb_lint(files: tuple[str, ...]) -> None:
     """Validate knowledge files (the shipped ones by default) against the schema."""
@@ -238,10 +258,15 @@ NEXT_STEP = {
 }
 
 
-@click.command("triage")
+@click.command("triage", epilog="""\b
+Examples:
+  ascend-doctor triage /var/log/vllm/rank0.log
+  journalctl -u vllm --since -1h | ascend-doctor triage -
+  ascend-doctor triage rank0.log --json --limit 3""")
 @click.argument("source", default="-", metavar="[FILE|-]")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
+              help="Language [default: from LANG/LC_ALL].")
+@click.option("--json", "as_json", is_flag=True, help="The answer as JSON.")
 @click.option("--limit", type=int, default=5, show_default=True, help="Entries to show.")
 def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int) -> None:
     """Match a pasted traceback or a log (streamed) against known signatures.

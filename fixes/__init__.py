@@ -38,6 +38,9 @@ class RecipeSpec:
     writes: tuple[str, ...] = ()
     # commands undo runs after restoring (the recipe's own argv, never the journal's)
     undo_commands: tuple[Any, ...] = ()
+    # checks its change can move (ids, id prefixes, tags): re-run around apply, so a fix
+    # that turns another check from pass to fail says so
+    affects: tuple[str, ...] = ()
 
     def may_write(self, path: str) -> bool:
         """Component by component, so "*" never spans a "/" (and ".." never matches)."""
@@ -55,13 +58,14 @@ class RecipeSpec:
 
 def recipe(id: str, *, title: str, check: str | None = None,
            params: tuple[str, ...] = (), writes: tuple[str, ...] = (),
-           undo_commands: tuple[Any, ...] = ()
+           undo_commands: tuple[Any, ...] = (), affects: tuple[str, ...] = ()
            ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark ``func(ctx: FixContext, params: dict) -> Plan`` as the recipe ``id``."""
 
     def deco(func: Callable[..., Any]) -> Callable[..., Any]:
         setattr(func, _RECIPE_ATTR, RecipeSpec(id, title, func, check, tuple(params),
-                                                 tuple(writes), tuple(undo_commands)))
+                                                 tuple(writes), tuple(undo_commands),
+                                                 tuple(affects)))
         return func
 
     return deco
@@ -110,4 +114,5 @@ def plan_for(ctx: Any, fix: Any, params: dict[str, Any] | None = None,
     plan.params.pop("_verify", None)
     plan.title_zh = plan.title_zh or TITLES_ZH.get(rid, "")
     plan.verify = plan.verify or check or spec.check
+    plan.affects = list(dict.fromkeys([*plan.affects, *spec.affects]))
     return plan

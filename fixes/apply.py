@@ -54,6 +54,10 @@ class Verification:
     after: str | None = None
     messages: list[str] = field(default_factory=list)
     note: str = ""
+    # the other checks the recipe affects: {check, before, after}, and those the change made
+    # worse (a higher status, or fail/error findings that were not there): + messages
+    affected: list[dict[str, Any]] = field(default_factory=list)
+    regressions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool | None:
@@ -63,7 +67,8 @@ class Verification:
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "before": self.before, "after": self.after,
-                "ok": self.ok, "messages": self.messages, "note": self.note}
+                "ok": self.ok, "messages": self.messages, "note": self.note,
+                "affected": self.affected, "regressions": self.regressions}
 
 
 @dataclass
@@ -95,6 +100,45 @@ def run_check_status(host_factory: Callable[[], Any] | None, options: Any, check
     report = run(host_factory(), options, reg, RunConfig(only=(check_id,)))
     (res,) = report.results
     return res.status.value, [f"{f.status.value}: {f.message}" for f in res.findings], ""
+
+
+CheckState = tuple[str, list[str]]  # (worst status, "status: message" of fail/error findings)
+
+
+def affected_states(host_factory: Callable[[], Any] | None, options: Any,
+                    words: list[str]) -> dict[str, CheckState]:
+    """The checks ``words`` select (ids, prefixes, tags), run once on a fresh host."""
+    if host_factory is None or not words:
+        return {}
+    from doctor.engine import RunConfig, run
+    from doctor.registry import Registry
+    reg = Registry.discover(plugins=False)
+    known = [w for w in words if reg._matches_any(w)]
+    if not known:
+        return {}
+    report = run(host_factory(), options, reg, RunConfig(only=tuple(known)))
+    return {r.check_id: (r.status.value, [f"{f.status.value}: {f.message}" for f in r.findings
+                                          if f.status.value in ("fail", "error")])
+            for r in report.results}
+
+
+def regressions(before: dict[str, CheckState], after: dict[str, CheckState],
+                skip: str | None = None) -> list[dict[str, Any]]:
+    """Checks the change made worse: a higher status (warn or worse), or new fail/error
+    findings in a check that was already failing (e.g. ldconf.dirs once ascend.conf is
+    reached: its missing directories now count)."""
+    from doctor.model import Status
+    out = []
+    for cid, (st, bad) in sorted(after.items()):
+        if cid == skip:
+            continue
+        old_st, old_bad = before.get(cid, (None, []))
+        new = [m for m in bad if m not in old_bad]
+        rose = (old_st is not None and Status(st).rank > Status(old_st).rank
+                and Status(st).rank >= Status.WARN.rank)
+        if rose or new:
+            out.append({"check": cid, "before": old_st, "after": st, "messages": new or bad})
+    return out
 
 
 def preflight(plan: Plan, ctx: FixContext) -> None:
@@ -138,6 +182,8 @@ def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | No
         return ApplyResult("already-applied", verification=Verification(
             plan.verify, before, before, note=note))
     preflight(plan, ctx)
+    others = [w for w in plan.affects if w != plan.verify]
+    affected_before = affected_states(host_factory, ctx.options, others)
     root = ctx.write_root
     resolved = [ctx.resolved(e.path) for e in plan.changes]
     expects = []
@@ -175,7 +221,11 @@ def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | No
     journal.set_state("written", written=written)
     ran = [_run(c, ctx) for c in plan.commands]
     after, msgs, note = run_check_status(host_factory, ctx.options, plan.verify)
-    v = Verification(plan.verify, before, after, msgs, note)
+    affected_after = affected_states(host_factory, ctx.options, others)
+    v = Verification(plan.verify, before, after, msgs, note,
+                     [{"check": c, "before": affected_before.get(c, (None,))[0], "after": st}
+                      for c, (st, _) in sorted(affected_after.items()) if c != plan.verify],
+                     regressions(affected_before, affected_after, plan.verify))
     journal.set_state("applied", commands=ran, verification=v.to_dict())
     return ApplyResult("applied", journal.id, written, ran, v)
 

@@ -43,6 +43,7 @@ def order_dirs(dirs: list[str]) -> list[str]:
 
 @recipe("ldconf.ascend-conf", title="Ascend libraries in ascend.conf, driver/lib64 first",
         check="ldconf.order", writes=(LDSO_CONF, "/etc/ld.so.conf.d/*.conf"),
+        affects=("ldconf", "libacl", "torch_npu"),
         undo_commands=(Command(("ldconfig",), "rebuild /etc/ld.so.cache from the restored files",
                                sysroot_argv=("ldconfig", "-r", "{root}")),))
 def ascend_conf(ctx: FixContext, params: dict) -> Plan:

@@ -46,7 +46,7 @@ def pin_hosts(text: str, hostname: str, address: str) -> str:
 
 
 @recipe("dns.hosts-pin", title="Pin the service hostname in /etc/hosts", check="dns.hosts-pin",
-        params=("hostname", "address"), writes=(HOSTS,))
+        params=("hostname", "address"), writes=(HOSTS,), affects=("dns",))
 def hosts_pin(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "dns.hosts-pin"
     host, addr = params.get("hostname"), params.get("address")
@@ -70,6 +70,7 @@ def hosts_pin(ctx: FixContext, params: dict) -> Plan:
 
 @recipe("sysctl.tcp-ports", title="Ephemeral port range and TIME_WAIT recycling (sysctl.d)",
         check="net.tcp-ports", params=tuple(TCP_DEFAULTS), writes=(SYSCTL_DROPIN,),
+        affects=("net.tcp-ports",),
         undo_commands=(Command(("sysctl", "--system"), "reload the restored settings",
                                sysroot_skip="a sysroot's kernel settings are not live"),))
 def tcp_ports(ctx: FixContext, params: dict) -> Plan:

@@ -9,6 +9,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def _words(value: Any) -> str:
+    """A parameter as a user reads (and types) it, never a Python repr: flags as
+    ``--flag value``, lists comma-separated, an absent value as "(none)"."""
+    import shlex
+    if value is None:
+        return "(none)"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return " ".join(shlex.join([str(k)] + ([] if v is None else [str(v)]))
+                        for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(x, (list, tuple)) for x in value):
+            return " ".join(shlex.join([str(y) for y in x]) for x in value)
+        return ", ".join(_words(x) for x in value)
+    return str(value)
+
+
 @dataclass(frozen=True)
 class FileEdit:
     """Make ``path`` (a host path) hold ``after`` with permission bits ``mode``."""
@@ -97,6 +115,7 @@ class Plan:
     needs_root: list[str] = field(default_factory=list)  # what needs it, in words
     restarts: list[str] = field(default_factory=list)  # services restarted by the commands
     verify: str | None = None  # check id re-run after applying
+    affects: list[str] = field(default_factory=list)  # checks also re-run (see RecipeSpec)
     notes: list[str] = field(default_factory=list)
     title_zh: str = ""
 
@@ -123,15 +142,19 @@ class Plan:
                 "commands": [c.to_dict() for c in self.commands],
                 "manual": [{"text": m.text(lang), "cmd": m.cmd} for m in self.manual],
                 "needs_root": self.needs_root, "restarts": self.restarts,
-                "verify": self.verify, "notes": self.notes,
+                "verify": self.verify, "affects": self.affects, "notes": self.notes,
                 "already_applied": self.already_applied, "manual_only": self.manual_only}
 
-    def render(self, lang: str = "en") -> str:
+    def render(self, lang: str = "en", root: str | None = None) -> str:
+        """The plan as text; commands are shell-quoted (paste-safe) and, for a sysroot
+        ``root``, shown as they will run there (``ldconfig -r /the/root``)."""
+        import shlex
         zh = lang == "zh"
+        sysroot = bool(root) and root != "/"
         out = [f"{'修复计划' if zh else 'plan'} {self.recipe}: "
                f"{(self.title_zh or self.title) if zh else self.title}"]
         if self.params:
-            out.append("  params: " + ", ".join(f"{k}={v}" for k, v in self.params.items()))
+            out.append("  params: " + ", ".join(f"{k}={_words(v)}" for k, v in self.params.items()))
         if self.already_applied:
             out.append("  " + ("已应用：没有需要修改的内容" if zh else
                                "already applied: nothing to change"))
@@ -143,11 +166,12 @@ class Plan:
         if self.commands and not self.already_applied:
             out.append("\n  " + ("随后执行的命令：" if zh else "then run:"))
             for c in self.commands:
-                out.append("    $ " + " ".join(c.argv) + (f"   # {c.why}" if c.why else ""))
-                if c.sysroot_argv:
-                    out.append("      (sysroot: " + " ".join(c.sysroot_argv) + ")")
-                elif c.sysroot_skip:
-                    out.append(f"      (sysroot: skipped — {c.sysroot_skip})")
+                argv = c.for_root(root) if sysroot and root else c.argv
+                if argv is None:
+                    out.append(f"    (skipped in a sysroot: {shlex.join(c.argv)} — "
+                               f"{c.sysroot_skip or 'not run in a sysroot'})")
+                    continue
+                out.append("    $ " + shlex.join(argv) + (f"   # {c.why}" if c.why else ""))
         if self.manual:
             out.append("\n  " + ("需手动执行：" if zh else "manual steps:"))
             out.extend(f"    {i}. {m.text(lang)}" for i, m in enumerate(self.manual, 1))

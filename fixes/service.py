@@ -104,6 +104,7 @@ def _service_cmdline(ctx: FixContext, params: dict) -> str | None:
 
 @recipe("service.env", title="Give the vLLM service the environment of set_env.sh",
         check="libacl.resolve", params=("unit", "toolkit", "arch", "cmdline"),
+        affects=("libacl", "torch_npu", "config.env-knobs", "host.environment"),
         writes=(f"/etc/systemd/system/*.d/{DROPIN_NAME}", ENV_FILE),
         undo_commands=(Command(("systemctl", "daemon-reload"), "reload the restored units",
                                sysroot_skip="systemd of a sysroot is not running"),))
@@ -137,7 +138,8 @@ def service_env(ctx: FixContext, params: dict) -> Plan:
             "No systemd unit runs vLLM here: start the server with this environment "
             "(stop the running one first):",
             "此处没有运行 vLLM 的 systemd 单元：用此环境启动服务（先停止正在运行的实例）：",
-            f"env $(grep -v '^#' {ENV_FILE} | xargs) {cmd}"))
+            # sourced with allexport: the file's values are shell-quoted, so they arrive exact
+            f"set -a && . {shlex.quote(ENV_FILE)} && set +a && {cmd}"))
         plan.needs_root = [f"writing {ENV_FILE}"]
     plan.notes.append("NNAL/ATB users also need /usr/local/Ascend/nnal/atb/set_env.sh's "
                       "variables (libatb.so)")
@@ -174,6 +176,7 @@ def rewrite_flags(argv: list[str], flags: dict[str, str | None]) -> list[str]:
 
 @recipe("service.launch-flags", title="Correct the vLLM launch flags",
         check="config.block-size", params=("flags", "set", "remove", "unit", "cmdline"),
+        affects=("config",),
         writes=tuple(f"{d}/*.service" for d in UNIT_DIRS),
         undo_commands=(Command(("systemctl", "daemon-reload"), "reload the restored units",
                                sysroot_skip="systemd of a sysroot is not running"),))

@@ -25,6 +25,7 @@ def current_mode(text: str) -> str | None:
 
 @recipe("tlb.hugepages", title="Transparent hugepages / hugepage pool, persistent",
         check="tlb.hugepages", params=("thp", "nr_hugepages"), writes=(TMPFILES, SYSCTL),
+        affects=("tlb",),
         undo_commands=(Command(("sysctl", "--system"), "reload the restored settings",
                                sysroot_skip="a sysroot's kernel settings are not live"),))
 def hugepages(ctx: FixContext, params: dict) -> Plan:

@@ -40,7 +40,7 @@ def pins_from(pkgs) -> tuple[dict[str, str], list[str]]:
 
 
 @recipe("versions.pip-match", title="Reinstall torch / torch_npu as vllm-ascend pins them",
-        check="versions.pins")
+        check="versions.pins", affects=("versions", "torch_npu"))
 def pip_match(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "versions.pins"
     from doctor.probes.packages import Packages

@@ -55,7 +55,6 @@ class DoctorApp(App):
                  bundle: str | None = None, *, registry: Any = None, host: Any = None,
                  only: tuple[str, ...] = (), timeout: float | None = None,
                  live: bool = True, export_dir: str | None = None,
-                 journal_dir: str | None = None,
                  host_factory: Callable[[str | None], Any] | None = None) -> None:
         super().__init__()
         from ..options import RunOptions
@@ -67,7 +66,6 @@ class DoctorApp(App):
         self.timeout = timeout
         self.live_enabled = live
         self.export_dir = export_dir or os.getcwd()
-        self.journal_dir = journal_dir
         self._given_host = host
         self._host_factory = host_factory
         self.lang = getattr(self.options, "lang", "en") or "en"
@@ -76,6 +74,7 @@ class DoctorApp(App):
         self.overlay: str | None = None
         self._own_overlay = False
         self.journal: list[tuple[str, str]] = []  # (journal id, check id), newest last
+        self._affects: dict[str, tuple[str, ...]] = {}  # journal id -> checks it re-runs
         self._run_counter = 0
         self._error: str | None = None
         self.last_export: str | None = None
@@ -105,13 +104,12 @@ class DoctorApp(App):
             return self._host_factory(self.overlay)
         if self._given_host is not None:
             return self._given_host
-        from ..cli import demo_host, open_host
+        from ..opening import demo_host, open_host
 
         if self.demo:
             return demo_host(self.overlay)
         if self.bundle:
-            from ..bundle import BundleHost
-            return BundleHost.open(self.bundle, self.overlay)
+            return open_host(None, self.bundle, self.overlay)
         return open_host(self.root, None)
 
     def get_registry(self) -> Any:
@@ -419,28 +417,39 @@ class DoctorApp(App):
     @work(thread=True, group="fix", exit_on_error=False)
     def _apply(self, check_id: str, plan: fixflow.PlanView) -> None:
         try:
-            applied = fixflow.apply(plan, self.make_host(), self.fix_root(), self.make_host,
-                                    self.journal_dir, run_commands=self.context == "live")
+            applied = fixflow.apply(plan, self.make_host)
         except Exception as exc:
             self.call_from_thread(self.notify, f"{plan.recipe_id} failed: {exc}",
                                   severity="error")
             return
+        affects = tuple(getattr(plan.raw, "affects", ()) or ())
         if applied.journal_id:
             self.journal.append((applied.journal_id, check_id))
-        state, text = self._verify(check_id)
+            self._affects[applied.journal_id] = affects
+        state, text = self._verify(check_id, affects)
+        v = getattr(applied.raw, "verification", None)
+        worse = [r["check"] for r in getattr(v, "regressions", None) or []]
+        if worse:
+            text += f"; new fails caused by this fix: {', '.join(worse)}"
         self.call_from_thread(self._show_result, check_id, applied, state, text, False)
 
-    def _verify(self, check_id: str) -> tuple[str, str]:
-        """Re-run the originating check against the changed host; update the dashboard."""
+    def _verify(self, check_id: str, affects: tuple[str, ...] = ()) -> tuple[str, str]:
+        """Re-run the originating check, and the checks the recipe affects, against the
+        changed host; update the dashboard rows of all of them."""
         from ..engine import RunConfig, run
 
-        rep = run(self.make_host(), self.options, self.get_registry(),
-                  RunConfig(only=(check_id,), timeout=self.timeout or 10.0,
+        registry = self.get_registry()
+        words = (check_id, *(w for w in affects if registry._matches_any(w)))
+        rep = run(self.make_host(), self.options, registry,
+                  RunConfig(only=words, timeout=self.timeout or 10.0,
                             override=self.timeout is not None,
                             context=self.context))
-        if not rep.results:
+        for other in rep.results:
+            if other.check_id != check_id:
+                self.call_from_thread(self._replace_result, other)
+        result = next((r for r in rep.results if r.check_id == check_id), None)
+        if result is None:
             return "skip", f"{check_id} did not run"
-        result = rep.results[0]
         self.call_from_thread(self._replace_result, result)
         worst = max(result.findings, key=lambda f: f.status.rank)
         return result.status.value, f"{check_id} is now {result.status.value}: {worst.message}"
@@ -477,12 +486,12 @@ class DoctorApp(App):
     @work(thread=True, group="fix", exit_on_error=False)
     def _undo(self, journal_id: str, check_id: str) -> None:
         try:
-            msg = fixflow.undo(journal_id, self.fix_root(), self.journal_dir)
+            msg = fixflow.undo(journal_id, self.fix_root())
         except Exception as exc:
             self.call_from_thread(self.notify, f"undo {journal_id} failed: {exc}",
                                   severity="error")
             return
         self.journal = [(j, c) for j, c in self.journal if j != journal_id]
-        state, text = self._verify(check_id)
+        state, text = self._verify(check_id, self._affects.pop(journal_id, ()))
         self.call_from_thread(self._show_result, check_id,
                               fixflow.Applied(journal_id, msg), state, text, True)

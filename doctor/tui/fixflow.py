@@ -1,30 +1,20 @@
 """The TUI's door to the fix engine (``fixes/``), which it never reimplements.
 
-Two spellings of the API are understood, tried in this order:
+It calls the one fixes API the CLI's `fix` calls: ``fixes.plan_for(ctx, fix, params,
+check) -> Plan`` with a ``fixes.context.FixContext`` (``for_root`` on this machine or a
+sysroot, ``for_overlay`` over a bundle or the demo), ``fixes.apply.apply_plan(plan, ctx,
+host_factory) -> ApplyResult`` and ``fixes.apply.undo(journal_id, root=...)``.
 
-1. the kbfix API: ``fixes.plan_for(ctx, fix, params=None, check=None) -> Plan`` with
-   ``fixes.context.FixContext.for_root(root, options)`` / ``.for_overlay(host, overlay,
-   options)``, ``fixes.apply.apply_plan(plan, ctx, host_factory) -> ApplyResult`` (with
-   ``journal``) and ``fixes.apply.undo(journal_id)``;
-2. a flat API: ``fixes.build_plan(recipe_id, host, params) -> Plan``,
-   ``fixes.apply(plan, *, root, journal_dir, ...) -> Applied`` (with ``journal_id``) and
-   ``fixes.undo(journal_id, *, root, journal_dir)`` (keyword arguments are passed only
-   when the function accepts them).
-
-Plans are normalised into ``PlanView`` (diffs, argv commands, manual steps, risks) for the
-plan modal. When neither API is there the TUI says "fixes are not installed" and shows
-the KB steps. Verification is the TUI re-running the originating check through the
-engine (the dashboard then shows the new status). No textual here.
+Plans are turned into ``PlanView`` (diffs, argv commands, manual steps, risks) for the plan
+modal. When fixes/ cannot be imported the TUI says so and shows the KB steps. No textual.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
+import shlex
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
-
-FLAT = ("build_plan", "apply", "undo")
+from typing import Any, Callable
 
 
 class FixesUnavailable(RuntimeError):
@@ -46,8 +36,8 @@ class PlanView:
     manual: tuple[str, ...] = ()
     risks: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-    raw: Any = field(default=None, compare=False)
-    ctx: Any = field(default=None, compare=False)  # the engine's context, reused by apply
+    raw: Any = field(default=None, compare=False)  # the fixes.plan.Plan
+    ctx: Any = field(default=None, compare=False)  # its FixContext, reused by apply
 
     @property
     def automatic(self) -> bool:
@@ -58,40 +48,28 @@ class PlanView:
 class Applied:
     journal_id: str | None
     message: str
-    raw: Any = field(default=None, compare=False)
+    raw: Any = field(default=None, compare=False)  # the fixes.apply.ApplyResult
 
 
 @dataclass(frozen=True)
 class _Api:
-    kind: str  # kbfix | flat
-    mod: Any
-    apply_mod: Any = None
-    context_mod: Any = None
+    fixes: Any
+    apply: Any
+    context: Any
 
 
 def _module() -> _Api:
+    """fixes, fixes.apply and fixes.context, or FixesUnavailable saying what is missing."""
     try:
-        fixes = importlib.import_module("fixes")
+        mods = [importlib.import_module(m) for m in ("fixes", "fixes.apply", "fixes.context")]
     except ImportError as exc:
-        raise FixesUnavailable(f"the fixes package cannot be imported ({exc})") from None
-    if callable(getattr(fixes, "plan_for", None)):
-        try:
-            apply_mod = importlib.import_module("fixes.apply")
-            context_mod = importlib.import_module("fixes.context")
-        except ImportError as exc:
-            raise FixesUnavailable(f"fixes is incomplete ({exc})") from None
-        if callable(getattr(apply_mod, "apply_plan", None)) and callable(
-                getattr(apply_mod, "undo", None)) and hasattr(context_mod, "FixContext"):
-            return _Api("kbfix", fixes, apply_mod, context_mod)
-    missing = [n for n in FLAT if not callable(getattr(fixes, n, None))]
-    if missing:
-        raise FixesUnavailable("fixes are not installed in this build (fixes.plan_for or fixes."
-                               + ", fixes.".join(missing) + " missing)")
-    return _Api("flat", fixes)
+        raise FixesUnavailable("fixes are not installed in this build (cannot import "
+                               f"{getattr(exc, 'name', None) or exc})") from None
+    return _Api(*mods)
 
 
 def availability() -> tuple[bool, str]:
-    """(True, "") when a fix API is there, else (False, the reason shown to the user)."""
+    """(True, "") when fixes/ is there, else (False, the reason shown to the user)."""
     try:
         _module()
     except FixesUnavailable as exc:
@@ -99,128 +77,62 @@ def availability() -> tuple[bool, str]:
     return True, ""
 
 
-def _field(obj: Any, *names: str, default: Any = None) -> Any:
-    for n in names:
-        if isinstance(obj, Mapping) and n in obj:
-            return obj[n]
-        if not isinstance(obj, Mapping) and hasattr(obj, n):
-            return getattr(obj, n)
-    return default
-
-
-def _text(value: Any, lang: str) -> str:
-    if callable(value):
-        try:
-            return str(value(lang))
-        except TypeError:
-            return str(value())
-    return str(value)
-
-
-def _kwargs(func: Any, offered: Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        params = inspect.signature(func).parameters
-    except (TypeError, ValueError):
-        return {}
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return dict(offered)
-    return {k: v for k, v in offered.items() if k in params}
-
-
-def _strings(value: Any) -> list[str]:
-    if not value:
-        return []
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return []
-
-
-def view(plan: Any, recipe_id: str, lang: str = "en", ctx: Any = None) -> PlanView:
-    """Normalise whatever the recipe returned into what the plan modal draws."""
-    diffs: list[FileDiff] = []
-    edits = _field(plan, "changes", "edits", "diffs", "files", default=()) or ()
-    for e in edits:
-        if isinstance(e, str):
-            text, path = e, ""
-        else:
-            text = _field(e, "diff", "unified_diff", "patch", default="")
-            text = _text(text, lang) if callable(text) else str(text or "")
-            path = str(_field(e, "path", "file", default=""))
-        if text.strip():
-            diffs.append(FileDiff(path, text))
-    single = _field(plan, "diff", default=None)
-    if not diffs and single is not None:
-        text = _text(single, lang) if callable(single) else str(single)
-        if text.strip():
-            diffs.append(FileDiff("", text))
-    commands = tuple(tuple(str(a) for a in (_field(c, "argv", default=c) or ()))
-                     for c in (_field(plan, "commands", default=()) or ()))
-    manual = tuple(_text(_field(m, "text", default=None) or _field(m, lang, "en", default=m),
-                         lang) for m in (_field(plan, "manual", "manual_steps", default=()) or ()))
-    risks = _strings(_field(plan, "risks", "risk", default=()))
-    root = _field(plan, "needs_root", "requires_root", default=False)
-    if root:
-        risks.append("needs root" + (": " + "; ".join(_strings(root)) if _strings(root) else ""))
-    restarts = _field(plan, "restarts", "restarts_service", default=False)
-    if restarts:
-        names = _strings(restarts)
-        risks.append("restarts " + (", ".join(names) if names else "the service"))
-    notes = tuple(_strings(_field(plan, "notes", default=())))
-    if _field(plan, "already_applied", default=False) is True:
-        notes += ("already applied: nothing to change",)
-    title = str(_field(plan, "title", "summary", "description", default=recipe_id) or recipe_id)
-    return PlanView(str(_field(plan, "recipe", "recipe_id", "id", default=recipe_id)), title,
-                    tuple(diffs), commands, manual, tuple(dict.fromkeys(risks)), notes, plan,
-                    ctx)
+def view(plan: Any, lang: str = "en", ctx: Any = None) -> PlanView:
+    """What the plan modal draws from a ``fixes.plan.Plan``."""
+    diffs = tuple(FileDiff(e.path, e.diff()) for e in plan.changes if e.diff().strip())
+    sysroot = ctx is not None and getattr(ctx, "kind", "live") == "sysroot"
+    commands = []
+    if not plan.already_applied:
+        for c in plan.commands:
+            argv = c.for_root(ctx.write_root) if sysroot else c.argv
+            if argv is not None:
+                commands.append(tuple(argv))
+    risks = []
+    if plan.needs_root:
+        risks.append("needs root: " + "; ".join(plan.needs_root))
+    if plan.restarts:
+        risks.append("restarts " + ", ".join(plan.restarts))
+    notes = list(plan.notes)
+    if ctx is not None and getattr(ctx, "kind", "") == "overlay" and commands:
+        notes.append("a bundle is not a machine: the commands are shown, not run")
+    if plan.already_applied:
+        notes.append("already applied: nothing to change")
+    title = (plan.title_zh or plan.title) if lang == "zh" else plan.title
+    return PlanView(plan.recipe, title, diffs, tuple(commands),
+                    tuple(m.text(lang) for m in plan.manual), tuple(risks), tuple(notes),
+                    plan, ctx)
 
 
 def build(fix: Any, check_id: str, host: Any, write_root: str, overlay: bool, options: Any,
           lang: str = "en") -> PlanView:
     """The plan for a finding's fix (``fix`` is its FixRef), reading through ``host``."""
     api = _module()
-    if api.kind == "kbfix":
-        FixContext = api.context_mod.FixContext
-        ctx = (FixContext.for_overlay(host, write_root, options) if overlay
-               else FixContext.for_root(write_root, options))
-        plan = api.mod.plan_for(ctx, fix, None, check_id)
-        return view(plan, fix.id, lang, ctx)
-    return view(api.mod.build_plan(fix.id, host, dict(fix.params)), fix.id, lang)
+    FixContext = api.context.FixContext
+    ctx = (FixContext.for_overlay(host, write_root, options) if overlay
+           else FixContext.for_root(write_root, options))
+    return view(api.fixes.plan_for(ctx, fix, None, check_id), lang, ctx)
 
 
-def apply(plan: PlanView, host: Any, write_root: str, host_factory: Callable[[], Any],
-          journal_dir: str | None = None, run_commands: bool = True) -> Applied:
-    """Apply a confirmed plan; files land under ``write_root`` (an overlay for a bundle)."""
-    api = _module()
-    if api.kind == "kbfix":
-        res = api.apply_mod.apply_plan(plan.raw, plan.ctx, host_factory)
-        status = str(_field(res, "status", default="applied"))
-        written = _strings(_field(res, "written", default=()))
-        msg = ("wrote " + ", ".join(written)) if status == "applied" and written else status
-        jid = _field(res, "journal", "journal_id", default=None)
-        return Applied(str(jid) if jid else None, msg, res)
-    kw = _kwargs(api.mod.apply, {"host": host, "root": write_root, "journal_dir": journal_dir,
-                                 "yes": True, "run_commands": run_commands})
-    out = api.mod.apply(plan.raw, **kw)
-    jid = _field(out, "journal_id", "journal", "id", default=None)
-    if jid is None and isinstance(out, str):
-        jid = out
-    msg = str(_field(out, "message", "summary", "status", default="") or "applied")
-    return Applied(str(jid) if jid is not None else None, msg, out)
-
-
-def undo(journal_id: str, write_root: str, journal_dir: str | None = None) -> str:
-    api = _module()
-    if api.kind == "kbfix":
-        out = api.apply_mod.undo(journal_id)
+def apply(plan: PlanView, host_factory: Callable[[], Any]) -> Applied:
+    """Apply a confirmed plan; files land under its context's root (an overlay for a
+    bundle); ``host_factory`` gives the fresh hosts the fix is verified on."""
+    res = _module().apply.apply_plan(plan.raw, plan.ctx, host_factory)
+    if res.status == "applied":
+        msg = "wrote " + ", ".join(res.written) if res.written else "applied"
+        failed = [c for c in res.commands if c.get("error") or c.get("rc") not in (0, None)]
+        msg += "".join(f"; {shlex.join(c['argv'])} failed: "
+                       f"{c.get('error') or 'exit ' + str(c.get('rc'))}" for c in failed)
     else:
-        out = api.mod.undo(journal_id, **_kwargs(api.mod.undo, {"root": write_root,
-                                                                "journal_dir": journal_dir}))
-    restored = _strings(_field(out, "restored", default=()))
-    removed = _strings(_field(out, "removed", default=()))
+        msg = res.status
+    return Applied(res.journal, msg, res)
+
+
+def undo(journal_id: str, write_root: str) -> str:
+    """Restore what the fix ``journal_id`` wrote under ``write_root``; says what it did."""
+    out = _module().apply.undo(journal_id, root=write_root)
+    restored, removed = out.get("restored") or [], out.get("removed") or []
     if restored or removed:
         return "; ".join(([f"restored {', '.join(restored)}"] if restored else [])
                          + ([f"removed {', '.join(removed)} (created by the fix)"]
                             if removed else []))
-    return str(_field(out, "message", "summary", default="") or f"restored {journal_id}")
+    return f"undid {journal_id}: nothing to restore"

@@ -127,11 +127,28 @@ def run_before_complete(extra=None):
 
 @pytest.fixture
 def no_fixes(monkeypatch):
-    """Make the fix adapter report the fixes API as missing (stable across merges)."""
-    from doctor.tui import fixflow
+    """fixes/ absent from the build, as an import of it fails then (None in sys.modules)."""
+    import sys
 
-    def unavailable():
-        raise fixflow.FixesUnavailable("fixes are not installed in this build "
-                                       "(fixes.build_plan, fixes.apply, fixes.undo missing)")
-    monkeypatch.setattr(fixflow, "_module", unavailable)
+    for name in ("fixes", "fixes.apply", "fixes.context"):
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+@pytest.fixture
+def fix_state(tmp_path, monkeypatch):
+    """The fix journal in a tmp state dir (fixes/journal.py reads XDG_STATE_HOME)."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state
+
+
+@pytest.fixture
+def demo_root(tmp_path):
+    """The demo scenario materialised as a sysroot directory (what `export-root` writes)."""
+    from doctor.demo import demo_bundle_data
+    from fixes.export import export_root
+
+    root = tmp_path / "demo-root"
+    export_root(demo_bundle_data(), str(root))
+    return root
 

@@ -1,23 +1,16 @@
-"""The fix flow in the TUI: plan → confirm → apply → verify → undo.
+"""The fix flow in the TUI: plan → confirm → apply → verify → undo, driven by Pilot.
 
-The TUI reaches fixes/ only through doctor/tui/fixflow.py. Three layers of tests:
-* "fixes are not installed": the modal shows the reason and the KB's manual steps;
-* the flow against a stand-in ``fixes`` module that implements the adapter's expected API
-  on a real overlay directory (so the TUI's wiring is tested before fixes/ lands);
-* the flow against the real ``fixes`` package — skipped, with the reason, while it lacks
-  ``build_plan``/``apply``/``undo``.
+The TUI reaches fixes/ only through doctor/tui/fixflow.py, which calls the same API as
+the CLI's `fix` (fixes.plan_for, fixes.apply.apply_plan, fixes.apply.undo). These tests run
+the real ldconf.ascend-conf recipe on the demo: over an overlay directory (the demo bundle
+is read-only) and on the demo materialised as a sysroot (real files, real modes), and check
+the bytes on disk, the journal and the dashboard.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
 import sys
-import types
-import uuid
-
-import pytest
 
 from doctor.tui import fixflow
 from doctor.tui.app import DoctorApp
@@ -29,57 +22,15 @@ from tests.tui.test_pilot import plain
 SIZE = (120, 40)
 LD_CONF = "/etc/ld.so.conf"
 ASCEND_CONF = "/etc/ld.so.conf.d/ascend.conf"
+INCLUDE = "include /etc/ld.so.conf.d/*.conf"
 
 
-def stand_in_fixes() -> types.ModuleType:
-    """A test double with the API the adapter expects (see doctor/tui/fixflow.py)."""
-    mod = types.ModuleType("fixes")
-
-    def build_plan(recipe_id, host, params):
-        assert recipe_id == "ldconf.ascend-conf", recipe_id
-        old_main = host.read_text(LD_CONF)
-        new_main = old_main + "include /etc/ld.so.conf.d/*.conf\n"
-        old_asc = host.read_text(ASCEND_CONF)
-        lines = old_asc.splitlines()
-        driver = [x for x in lines if "/Ascend/driver/" in x]
-        new_asc = "\n".join(driver + [x for x in lines if x not in driver]) + "\n"
-        edits = []
-        for path, old, new in ((LD_CONF, old_main, new_main), (ASCEND_CONF, old_asc, new_asc)):
-            diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                                f"a{path}", f"b{path}"))
-            edits.append(types.SimpleNamespace(path=path, diff=diff, old=old, new=new))
-        return types.SimpleNamespace(recipe_id=recipe_id, title="Ascend libraries in ld.so.conf",
-                                     edits=edits, commands=[["ldconfig"]],
-                                     manual=["restart the vLLM service"],
-                                     needs_root=True, restarts_service=False)
-
-    def apply(plan, *, root, journal_dir):
-        jid = uuid.uuid4().hex[:8]
-        backup = {}
-        for e in plan.edits:
-            dst = os.path.join(root, e.path.lstrip("/"))
-            backup[e.path] = open(dst).read() if os.path.exists(dst) else None
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            with open(dst, "w") as fh:
-                fh.write(e.new)
-        with open(os.path.join(journal_dir, jid + ".json"), "w") as fh:
-            json.dump(backup, fh)
-        return types.SimpleNamespace(journal_id=jid, message=f"wrote {len(plan.edits)} files")
-
-    def undo(journal_id, *, root, journal_dir):
-        with open(os.path.join(journal_dir, journal_id + ".json")) as fh:
-            backup = json.load(fh)
-        for path, old in backup.items():
-            dst = os.path.join(root, path.lstrip("/"))
-            if old is None:
-                os.unlink(dst)
-            else:
-                with open(dst, "w") as fh:
-                    fh.write(old)
-        return types.SimpleNamespace(message=f"restored {len(backup)} files")
-
-    mod.build_plan, mod.apply, mod.undo = build_plan, apply, undo
-    return mod
+def _read(root: str, path: str) -> bytes | None:
+    p = os.path.join(root, path.lstrip("/"))
+    if not os.path.exists(p):
+        return None
+    with open(p, "rb") as fh:
+        return fh.read()
 
 
 async def test_fixes_not_installed_shows_the_reason_and_manual_steps(no_fixes):
@@ -89,38 +40,34 @@ async def test_fixes_not_installed_shows_the_reason_and_manual_steps(no_fixes):
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FixUnavailableScreen))
         assert "fixes are not installed" in app.screen.reason
+        assert "cannot import fixes" in app.screen.reason
         assert "ASC-LIB-002" in app.screen.steps_markdown and "1. " in app.screen.steps_markdown
         await pilot.press("escape")
         assert not isinstance(app.screen, FixUnavailableScreen)
 
 
-def test_adapter_reports_a_partial_api(monkeypatch):
-    monkeypatch.setitem(sys.modules, "fixes", types.SimpleNamespace(build_plan=lambda *a: 0))
+def test_a_missing_part_of_fixes_is_named(monkeypatch):
+    monkeypatch.setitem(sys.modules, "fixes.apply", None)
     ok, reason = fixflow.availability()
-    assert not ok and "fixes.apply" in reason and "fixes.undo" in reason
+    assert not ok and "cannot import fixes.apply" in reason
 
 
-def test_adapter_normalises_plan_spellings():
-    plan = {"recipe": "service.env", "summary": "unset LD_LIBRARY_PATH override",
-            "diffs": [{"file": "/etc/systemd/system/vllm.service", "patch": "--- a\n+++ b\n"}],
-            "commands": [{"argv": ["systemctl", "daemon-reload"]}], "manual_steps": ["restart"],
-            "risks": "restarts the service"}
-    v = fixflow.view(plan, "service.env")
-    assert v.recipe_id == "service.env" and v.title.startswith("unset")
-    assert v.diffs[0].path == "/etc/systemd/system/vllm.service"
-    assert v.commands == (("systemctl", "daemon-reload"),) and v.manual == ("restart",)
-    assert v.risks == ("restarts the service",) and v.automatic
-
-
-async def _plan_apply_verify_undo(app, pilot):
-    await wait_for(pilot, lambda: app.run_complete)
+async def _plan_apply_verify_undo(app, pilot, write_root) -> None:
+    """The whole flow on ldconf.order; ``write_root()`` is where the fix writes."""
+    await wait_for(pilot, lambda: app.run_complete, timeout=20)
     assert app.state.rows["ldconf.order"].state == "fail"
+    root = write_root()
+    before = {p: _read(root, p) for p in (LD_CONF, ASCEND_CONF)}
     app.goto_check("ldconf.order")
     await pilot.press("f")
-    await wait_for(pilot, lambda: isinstance(app.screen, FixPlanScreen))
+    await wait_for(pilot, lambda: isinstance(app.screen, FixPlanScreen), timeout=20)
     plan = app.screen.plan
-    assert plan.diffs and any(d.path == LD_CONF for d in plan.diffs)
-    assert "+include /etc/ld.so.conf.d/*.conf" in "".join(d.diff for d in plan.diffs)
+    assert plan.recipe_id == "ldconf.ascend-conf"
+    assert {d.path for d in plan.diffs} >= {ASCEND_CONF}
+    diff = "".join(d.diff for d in plan.diffs)
+    assert f"+{INCLUDE}\n" in diff and "mode 0600 -> mode 0644" in diff
+    assert any(c[0] == "ldconfig" for c in plan.commands)
+    assert "$ ldconfig" in plain(app)
     await pilot.press("a")
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
     await pilot.press("y")
@@ -129,8 +76,11 @@ async def _plan_apply_verify_undo(app, pilot):
     assert not res.undone and res.applied.journal_id
     assert res.verify_state == "pass", res.verify_text
     assert app.state.rows["ldconf.order"].state == "pass"  # dashboard updated
-    with open(os.path.join(app.overlay, LD_CONF.lstrip("/"))) as fh:
-        assert "include /etc/ld.so.conf.d/*.conf" in fh.read()
+    conf = _read(root, ASCEND_CONF)
+    assert conf is not None and conf.decode().splitlines()[1] == "/usr/local/Ascend/driver/lib64"
+    assert os.stat(os.path.join(root, ASCEND_CONF.lstrip("/"))).st_mode & 0o777 == 0o644
+    main = (_read(root, LD_CONF) or b"").decode()
+    assert INCLUDE in main
     await pilot.press("escape")  # close the result; undo from the dashboard's journal key
     await pilot.pause(0.2)
     assert "u Undo" in plain(app)
@@ -139,50 +89,73 @@ async def _plan_apply_verify_undo(app, pilot):
                    timeout=30)
     assert app.screen.verify_state == "fail"
     assert app.state.rows["ldconf.order"].state == "fail"
+    after_undo = {p: _read(root, p) for p in (LD_CONF, ASCEND_CONF)}
+    if app.context == "sysroot":  # the real files are back byte for byte
+        assert after_undo == before
+    else:  # the overlay is empty again: the demo bundle shows through
+        assert after_undo == {LD_CONF: None, ASCEND_CONF: None}
     await pilot.press("escape")
     await pilot.pause(0.2)
     assert app.journal == [] and "u Undo" not in plain(app)
 
 
-async def test_fix_flow_with_the_adapter_contract(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "fixes", stand_in_fixes())
-    app = DoctorApp(demo=True, registry=subset_registry(*SNAPSHOT_CHECKS),
-                    journal_dir=str(tmp_path))
+async def test_fix_flow_on_the_demo_overlay(fix_state):
+    app = DoctorApp(demo=True, registry=subset_registry(*SNAPSHOT_CHECKS), live=False)
     async with app.run_test(size=SIZE) as pilot:
-        await _plan_apply_verify_undo(app, pilot)
+        await _plan_apply_verify_undo(app, pilot, app.fix_root)
         overlay = app.overlay
-    assert not os.path.exists(overlay), "the demo overlay is removed on exit"
+    assert overlay and not os.path.exists(overlay), "the demo overlay is removed on exit"
+    assert os.listdir(fix_state / "ascend-doctor" / "journal"), "the fix was journalled"
 
 
-async def test_fix_plan_cancel_changes_nothing(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "fixes", stand_in_fixes())
-    app = DoctorApp(demo=True, registry=subset_registry(*SNAPSHOT_CHECKS),
-                    journal_dir=str(tmp_path))
+async def test_fix_flow_on_the_demo_materialised_as_a_sysroot(fix_state, demo_root):
+    app = DoctorApp(root=str(demo_root), registry=subset_registry(*SNAPSHOT_CHECKS),
+                    live=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.run_complete)
+        await _plan_apply_verify_undo(app, pilot, lambda: str(demo_root))
+    assert app.context == "sysroot"
+
+
+async def test_fix_plan_cancel_changes_nothing(fix_state, demo_root):
+    snapshot = {p: _read(str(demo_root), p) for p in (LD_CONF, ASCEND_CONF)}
+    app = DoctorApp(root=str(demo_root), registry=subset_registry(*SNAPSHOT_CHECKS),
+                    live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.run_complete, timeout=20)
+        app.goto_check("ldconf.order")
         await pilot.press("f")
-        await wait_for(pilot, lambda: isinstance(app.screen, FixPlanScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, FixPlanScreen), timeout=20)
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("n")
         await pilot.pause(0.2)
-        assert os.listdir(app.overlay) == [] and os.listdir(tmp_path) == []
         assert app.journal == []
+    assert {p: _read(str(demo_root), p) for p in (LD_CONF, ASCEND_CONF)} == snapshot
+    assert not (fix_state / "ascend-doctor" / "journal").exists() or not os.listdir(
+        fix_state / "ascend-doctor" / "journal")
 
 
-def _real_fixes_missing() -> str | None:
-    ok, reason = fixflow.availability()
-    return None if ok else reason
-
-
-@pytest.mark.skipif(_real_fixes_missing() is not None,
-                    reason=f"real fixes API absent: {_real_fixes_missing()} — the TUI expects "
-                           "fixes.plan_for(ctx, fix, params, check), fixes.context.FixContext, "
-                           "fixes.apply.apply_plan(plan, ctx, host_factory), "
-                           "fixes.apply.undo(journal_id) (or the flat build_plan/apply/undo)")
-async def test_fix_flow_with_the_real_fixes_on_the_demo(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    app = DoctorApp(demo=True, registry=subset_registry(*SNAPSHOT_CHECKS),
-                    journal_dir=str(tmp_path))
+async def test_the_result_names_the_fail_the_fix_caused(fix_state, demo_root):
+    """ldconf.ascend-conf makes ascend.conf reached; ldconf.dirs then counts its missing
+    directories: the result says so and the dashboard row turns, and undo turns it back."""
+    app = DoctorApp(root=str(demo_root), live=False,
+                    registry=subset_registry("ldconf.order", "ldconf.dirs", "ldconf.perms"))
     async with app.run_test(size=SIZE) as pilot:
-        await _plan_apply_verify_undo(app, pilot)
+        await wait_for(pilot, lambda: app.run_complete, timeout=20)
+        assert app.state.rows["ldconf.dirs"].state == "pass"
+        assert app.state.rows["ldconf.perms"].state == "fail"
+        app.goto_check("ldconf.order")
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FixPlanScreen), timeout=20)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, FixResultScreen), timeout=30)
+        assert "new fails caused by this fix: ldconf.dirs" in app.screen.verify_text
+        assert app.state.rows["ldconf.dirs"].state == "fail"
+        assert app.state.rows["ldconf.perms"].state == "pass"  # re-run too, not left stale
+        await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, FixResultScreen) and
+                       app.screen.undone, timeout=30)
+        assert app.state.rows["ldconf.dirs"].state == "pass"
+        assert app.state.rows["ldconf.perms"].state == "fail"

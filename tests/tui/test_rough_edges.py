@@ -5,7 +5,6 @@ the full demo at 80×24 keeps the worst finding and the key hints on screen."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 import time
 
@@ -18,17 +17,14 @@ from doctor.tui.screens.dashboard import DashboardScreen
 from doctor.tui.screens.detail import DetailScreen
 from doctor.tui.screens.fix import ConfirmScreen, FixPlanScreen, FixResultScreen
 from tests.tui.conftest import SNAPSHOT_CHECKS, subset_registry, wait_for
-from tests.tui.test_fixflow import stand_in_fixes
 from tests.tui.test_pilot import plain
 
 SIZE = (120, 40)
 FAIL_TEXT = "no Ascend directory is configured"
 
 
-async def test_open_detail_follows_the_fix_and_its_undo(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "fixes", stand_in_fixes())
-    app = DoctorApp(demo=True, registry=subset_registry(*SNAPSHOT_CHECKS), live=False,
-                    journal_dir=str(tmp_path))
+async def test_open_detail_follows_the_fix_and_its_undo(fix_state):
+    app = DoctorApp(demo=True, registry=subset_registry(*SNAPSHOT_CHECKS), live=False)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.run_complete)
         app.goto_check("ldconf.order")

@@ -10,8 +10,6 @@ look at the SVGs.
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from doctor.tui.app import DoctorApp
@@ -53,11 +51,9 @@ def test_fixes_not_installed_modal(snap_compare, size, no_fixes):
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_fix_plan_modal(snap_compare, size, monkeypatch):
+def test_fix_plan_modal(snap_compare, size, fix_state):
+    """The real ldconf.ascend-conf plan on the demo (an overlay: nothing is written)."""
     from doctor.tui.screens.fix import FixPlanScreen
-    from tests.tui.test_fixflow import stand_in_fixes
-
-    monkeypatch.setitem(sys.modules, "fixes", stand_in_fixes())
 
     async def press_f(pilot):
         await pilot.press("f")

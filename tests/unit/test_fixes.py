@@ -368,3 +368,20 @@ def test_undo_refuses_to_discard_a_later_edit(sysroot):
         undo(res.journal)
     undo(res.journal, force=True)
     assert sysroot.path("/etc/hosts").read_text() == HOSTS
+
+
+def test_service_env_launch_line_pastes_and_passes_values_exactly(sysroot, tmp_path):
+    """The manual launch line sources the env file the plan writes: run by a real sh, the
+    server command sees each value exactly (the old `env $(grep … | xargs)` split them)."""
+    sysroot.mkdir("/etc")
+    plan, ctx = plan_for("service.env", sysroot.root, {"cmdline": "env"})
+    body = plan.edits[0].after.decode() + "ODD_VALUE='a b;$(id)'\n"
+    env_file = tmp_path / "ascend-env.sh"
+    env_file.write_text(body)
+    cmd = plan.manual[0].cmd.replace("/etc/ascend-doctor/ascend-env.sh", str(env_file))
+    out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30,
+                         env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "ODD_VALUE=a b;$(id)" in lines
+    assert "ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest" in lines

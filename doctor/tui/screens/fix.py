@@ -3,6 +3,8 @@ and "fixes are not installed" (with the KB's manual steps, so the user is never 
 
 from __future__ import annotations
 
+import shlex
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -42,7 +44,7 @@ class FixPlanScreen(ModalScreen[bool]):
                     yield Static(diff_content(d.diff), classes="plan-diff")
                 if p.commands:
                     yield Static(Content.assemble(("commands", "bold")), classes="plan-heading")
-                    yield Static("\n".join("$ " + " ".join(c) for c in p.commands),
+                    yield Static("\n".join("$ " + shlex.join(c) for c in p.commands),
                                  classes="plan-commands", markup=False)
                 if p.manual:
                     yield Static(Content.assemble(("by hand (not automated)", "bold")),

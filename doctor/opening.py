@@ -1,0 +1,36 @@
+"""Opening the Host a run reads: this machine, a sysroot, a bundle or the demo scenario.
+
+Core, not a front end: the CLI (doctor/cli.py and its extensions) and the TUI both call it,
+so the TUI never imports the CLI. Nothing heavy is imported until a host is opened.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .errors import BundleError, UsageError
+
+
+def open_host(root: str | None, bundle: str | None, overlay: str | None = None) -> Any:
+    """The Host for this run: a bundle, a sysroot or this machine.
+
+    ``overlay`` (bundles only) is a directory whose files shadow the bundle's, where a fix
+    planned against a bundle writes.
+    """
+    if root and bundle:
+        raise UsageError("--root and --bundle exclude each other")
+    if bundle:
+        from .bundle import BundleHost
+        if not os.path.exists(bundle):
+            raise BundleError(f"bundle {bundle} does not exist")
+        return BundleHost.open(bundle, overlay)
+    from .host import LiveHost
+    return LiveHost(root or "/")
+
+
+def demo_host(overlay: str | None = None) -> Any:
+    """The demo scenario (a broken 8x910B host) replayed, optionally under an overlay."""
+    from .bundle import BundleHost
+    from .demo import demo_bundle_data
+    return BundleHost(demo_bundle_data(), overlay)
