@@ -22,7 +22,7 @@ REQUIRED = ("id", "title", "cause", "steps", "sources")
 KNOWN = {"id", "title", "cause", "steps", "signatures", "aliases", "checks", "fix",
          "applies_to", "advice", "sources", "severity", "message", "description", "generic",
          # optional fields from ascend-fd's schema (anchors §10.6), accepted for the future
-         "links", "explains", "category", "since", "deprecated"}
+         "links", "explains", "category", "since", "deprecated", "cause_above", "examples"}
 SEVERITIES = {"none", "low", "medium", "high", "critical"}
 SOURCE_PREFIXES = ("seed:", "facts:", "https://", "http://", "doc:", "issue:", "man:")
 

@@ -16,7 +16,7 @@ import knowledge
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "triage"
 # reached when the corpus was written (issue 15); raise these, never lower them
-FLOORS = {"tuned": {"top1": 6, "top3": 7}, "heldout": {"top1": 4, "top3": 4}}
+FLOORS = {"tuned": {"top1": 41, "top3": 41}, "heldout": {"top1": 19, "top3": 19}}
 
 
 def parse(path: Path) -> dict:
