@@ -90,3 +90,15 @@ def test_scores_by_split(capsys):
     for split, floor in FLOORS.items():
         for k, v in floor.items():
             assert score[split][k] >= v, (split, k, score[split])
+
+
+def test_benign_lines_match_nothing():
+    """The negative side: start-up lines, environment dumps and npu-smi tables from real
+    threads (tests/corpus/quiet) must not be triaged as failures."""
+    quiet = CORPUS.parent / "quiet"
+    lines = [ln for f in sorted(quiet.glob("*.txt"))
+             for ln in f.read_text(encoding="utf-8").partition("# ---\n")[2].splitlines()]
+    assert len(lines) >= 20
+    kb = knowledge.load()
+    hits = {ln: [m.entry.id for m in kb.match_lines([ln])] for ln in lines}
+    assert not {ln: ids for ln, ids in hits.items() if ids}
