@@ -42,6 +42,8 @@ def command_problems(cmd: str, where: str,
     unbalanced quotes, a trailing backslash; an ``ascend-doctor fix`` with an unknown recipe
     or parameter, or a literal value for a parameter that depends on the value in use."""
     out = []
+    if re.search(r"/(?:PID|NPU|CHIP|NODE|USER|VERSION)\b", cmd):
+        out.append(f"{where}: an upper-case placeholder in a path is not paste-safe")
     if PLACEHOLDER.search(cmd):
         out.append(f"{where}: placeholder {PLACEHOLDER.search(cmd).group(0)!r} is not paste-safe")
     if "..." in cmd or "\u2026" in cmd:
@@ -129,6 +131,15 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
         examples = []
     from . import _normalized
     texts = [_normalized(x) for x in [*examples, *(corpus or ())]]
+    compiled_ok = []
+    for rx in d.get("signatures", []):
+        try:
+            compiled_ok.append(re.compile(rx, re.IGNORECASE | re.MULTILINE))
+        except (re.error, TypeError):
+            pass
+    for i, x in enumerate(examples, 1):
+        if compiled_ok and not any(c.search(_normalized(x)) for c in compiled_ok):
+            p.append(f"{eid}.examples[{i}]: matches none of the entry's signatures")
     for i, rx in enumerate(d.get("signatures", []), 1):
         try:
             c = re.compile(rx, re.IGNORECASE | re.MULTILINE)
