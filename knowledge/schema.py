@@ -227,11 +227,13 @@ def signature_key(d: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(" ".join(str(s).split()) for s in d.get("signatures", []) or ())
 
 
-def cross_problems(files: Iterable[tuple[str, bytes]]) -> list[str]:
+def cross_problems(files: Iterable[tuple[str, bytes]],
+                   known_ids: Iterable[str] = ()) -> list[str]:
     """Problems across files: a duplicate id, or two entries with identical signatures (the
     same cause written twice — merge them, or give each the line that tells them apart)."""
     by_key: dict[frozenset[str], str] = {}
     ids: dict[str, str] = {}
+    refs: list[tuple[str, str, str]] = []  # (file, entry, id named in its texts)
     out = []
     for name, raw in files:
         try:
@@ -249,4 +251,11 @@ def cross_problems(files: Iterable[tuple[str, bytes]]) -> list[str]:
             if key and key in by_key:
                 out.append(f"{name}: {eid} has the same signatures as {by_key[key]}")
             by_key.setdefault(key, eid)
+            texts = [d.get(k) for k in ("cause", "message")] + list(d.get("steps", []) or []) + \
+                list(d.get("advice", []) or [])
+            for t in texts:
+                for v in (t.values() if isinstance(t, Mapping) else ()):
+                    refs += [(name, eid, r) for r in re.findall(r"ASC-[A-Z]+-\d{3}", str(v))]
+    out += [f"{name}: {eid} names {r}, which is no entry (merged or renamed?)"
+            for name, eid, r in refs if r not in ids and r not in set(known_ids)]
     return out

@@ -133,6 +133,9 @@ def test_identical_signatures_in_two_entries_are_one_cause_twice():
                for p in cross_problems([("a.toml", GOOD.encode()), ("b.toml", other.encode())]))
     distinct = other.replace("cannot open']", "cannot open shared']")
     assert cross_problems([("a.toml", GOOD.encode()), ("b.toml", distinct.encode())]) == []
+    dangling = GOOD.replace('cause = { en = "Cause"', 'cause = { en = "Cause; see ASC-TST-404"')
+    assert any("names ASC-TST-404, which is no entry" in p
+               for p in cross_problems([("a.toml", dangling.encode())]))
 
 
 def test_lint_command_runs_the_rules_over_the_shipped_kb(cli):
