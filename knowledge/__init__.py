@@ -284,7 +284,8 @@ class KnowledgeBase:
             above = [eid for eid in covered if self.entries[eid].cause_above]
             for eid in above:
                 cause_at.setdefault(eid, last_exc)
-            if not above:
+            if not above and ": " in raw and ("Error" in raw or "Exception" in raw
+                                              or "Exit" in raw):  # cheap before the regex
                 exc = _EXCEPTION_LINE.search(raw)
                 if exc:
                     last_exc = exc.group("exc").strip()[:300]
