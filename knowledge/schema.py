@@ -34,10 +34,15 @@ SMART_QUOTES = re.compile("[\u2018\u2019\u201c\u201d]")
 FREE_PARAM_RECIPES = {"service.launch-flags"}
 # advice that depends on the value in use must not name a literal (never "lower" to 0.9 from 0.6)
 VALUE_DEPENDENT_PARAMS = {"gpu-memory-utilization", "gpu_memory_utilization"}
+# in an entry triage shows (it has signatures) the value in use is unknown: a fixed number for
+# these flags may raise what should be lowered (--max-model-len 32768 for a user at 8192)
+SIZE_FLAGS = {"max-num-seqs", "max-model-len", "max-num-batched-tokens",
+              *VALUE_DEPENDENT_PARAMS}
 
 
 def command_problems(cmd: str, where: str,
-                     fix_params: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+                     fix_params: Mapping[str, Sequence[str]] | None = None,
+                     triaged: bool = False) -> list[str]:
     """Why ``cmd`` cannot be pasted as is: a placeholder or elision, a shell prompt, smart or
     unbalanced quotes, a trailing backslash; an ``ascend-doctor fix`` with an unknown recipe
     or parameter, or a literal value for a parameter that depends on the value in use."""
@@ -62,9 +67,14 @@ def command_problems(cmd: str, where: str,
         if w == "--param" and i + 1 < len(words) or w.startswith("--param="):
             kv = w.split("=", 1)[1] if w.startswith("--param=") else words[i + 1]
             key = kv.split("=", 1)[0]
-            if key in VALUE_DEPENDENT_PARAMS:
+            if key in VALUE_DEPENDENT_PARAMS or triaged and key.replace("_", "-") in SIZE_FLAGS:
                 out.append(f"{where}: --param {key}= names a fixed value; say how to derive it "
                            "from the value in use instead")
+        flag = w[2:].split("=", 1)[0].replace("_", "-") if w.startswith("--") else ""
+        if triaged and flag in SIZE_FLAGS and ("=" in w or i + 1 < len(words)
+                                                and re.fullmatch(r"[\d.]+", words[i + 1])):
+            out.append(f"{where}: {w.split('=')[0]} with a fixed number in an entry triage "
+                       "shows; say how to derive it from the value in use instead")
     if fix_params is not None and words[:2] == ["ascend-doctor", "fix"]:
         recipe = words[2] if len(words) > 2 else ""
         if recipe not in fix_params:
@@ -124,7 +134,8 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
                     isinstance(s["cmd"], str) and s["cmd"].strip()):
                 p.append(f"{eid}.steps[{i}].cmd: empty command")
             elif isinstance(s, Mapping) and isinstance(s.get("cmd"), str):
-                p += command_problems(s["cmd"], f"{eid}.steps[{i}].cmd", fix_params)
+                p += command_problems(s["cmd"], f"{eid}.steps[{i}].cmd", fix_params,
+                                      triaged=bool(d.get("signatures")))
     examples = d.get("examples", [])
     if not isinstance(examples, list) or not all(isinstance(x, str) for x in examples):
         p.append(f"{eid}.examples: must be a list of log lines")

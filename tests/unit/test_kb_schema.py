@@ -102,6 +102,7 @@ def test_synthetic_good_entry_passes(refs):
     ('cmd = "true"', 'cmd = "grep \'unclosed /var/log/x"', "does not split"),
     ('cmd = "true"', 'cmd = "$ npu-smi info"', "shell prompt"),
     ('cmd = "true"', 'cmd = "cat /proc/PID/environ"', "upper-case placeholder"),
+    ('cmd = "true"', 'cmd = "--max-model-len 32768"', "--max-model-len with a fixed number"),
     ('examples = ["ImportError: libzz_test.so: cannot open shared object file"]',
      'examples = ["ImportError: libzz_test.so: cannot open shared object file", "unrelated"]',
      "examples[2]: matches none of the entry's signatures"),
@@ -125,6 +126,15 @@ def test_launch_flags_take_any_flag_but_not_a_fixed_utilization(refs):
     ok = GOOD.replace('cmd = "true"', 'cmd = "ascend-doctor fix service.launch-flags --param '
                       'block-size=128"')
     assert _problems(ok, refs) == []
+
+
+def test_a_check_driven_entry_may_name_the_size_its_check_computed(refs):
+    # no signatures: only a check raises it, and the check knows the value in use
+    checked = GOOD.replace('cmd = "true"', 'cmd = "--max-num-batched-tokens 8192"').replace(
+        "signatures = ['(?P<lib>libzz\\w+\\.so): cannot open']\n", "").replace(
+        'examples = ["ImportError: libzz_test.so: cannot open shared object file"]\n', "")
+    assert "signatures" not in checked
+    assert _problems(checked, refs) == []
 
 
 def test_identical_signatures_in_two_entries_are_one_cause_twice():
