@@ -275,8 +275,8 @@ class KnowledgeBase:
                 span[eid] = max(span.get(eid, 0), width)
 
         window: list[tuple[int, str, set[str]]] = []  # the last _JOIN_LINES lines
-        last_exc = ""  # the nearest exception line so far, for cause_above entries
-        cause_at: dict[str, str] = {}
+        last_exc: tuple[int, str, str] | None = None  # nearest exception: (n, text, raw)
+        cause_at: dict[str, tuple[int, str, str] | None] = {}
         for n, raw in enumerate(lines, 1):
             line = _normalized(raw)
             covered = scan(line)
@@ -288,7 +288,7 @@ class KnowledgeBase:
                                               or "Exit" in raw):  # cheap before the regex
                 exc = _EXCEPTION_LINE.search(raw)
                 if exc:
-                    last_exc = exc.group("exc").strip()[:300]
+                    last_exc = (n, exc.group("exc").strip()[:300], raw.rstrip("\n")[:500])
             window = [*window[max(len(window) - _JOIN_LINES + 1, 0):], (n, line, set(covered))]
             if _RECORD_START.match(raw) or sum(len(t) for _, t, _ in window) > _JOIN_MAX:
                 window = window[-1:]
@@ -308,8 +308,10 @@ class KnowledgeBase:
                 record(joined, part[0][0], spaced)
                 part[0][2].update(joined)
         out = []
-        for eid in cause_at:
-            groups.setdefault(eid, {})["cause"] = cause_at[eid] or NO_CAUSE_ABOVE
+        for eid, found in cause_at.items():
+            groups.setdefault(eid, {})["cause"] = found[1] if found else NO_CAUSE_ABOVE
+            if found and (found[0], found[2]) not in hits[eid]:
+                hits[eid].append((found[0], found[2]))  # the quoted line, with its number
         for eid, cnt in counts.items():
             e = self.entries[eid]
             specificity = min(span.get(eid, 0) / 200.0, 0.99)

@@ -77,6 +77,7 @@ def test_engine_core_failure_quotes_the_exception_above_it():
     assert "NotImplementedError: <class 'vllm_ascend.attention.attention_v1.AscendAttentionBackend'>" \
         " is not yet supported." in msg, msg
     assert "Engine core initialization failed" not in m.groups["cause"]
+    assert [n for n, _ in m.lines] == [4, 5, 6]  # the quoted line is shown with its number
 
 
 def test_engine_core_failure_without_a_cause_says_so():
