@@ -208,24 +208,50 @@ Examples:
   ascend-doctor kb lint
   ascend-doctor kb lint my-site.toml""")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, exists=True))
-def kb_lint(files: tuple[str, ...]) -> None:
-    """Validate knowledge files (the shipped ones by default) against the schema."""
+@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, exists=True),
+              default=None, help="Real logs (*.txt, log after '# ---') signatures may match; "
+              "default: the source tree's tests/corpus/triage when present.")
+def kb_lint(files: tuple[str, ...], corpus_dir: str | None) -> None:
+    """Validate knowledge files (the shipped ones by default): the schema, public sources,
+    every signature matching a real line, no cause written twice, paste-safe commands."""
     import os
 
     from fixes import FixRegistry
     from knowledge import data_files
-    from knowledge.schema import validate_file
+    from knowledge.schema import cross_problems, validate_file
 
     from .registry import Registry
+    recipes = FixRegistry.discover().recipes
+    corpus = corpus_lines(corpus_dir)
     refs = {"check_ids": set(Registry.discover(plugins=False).checks),
-            "fix_ids": set(FixRegistry.discover().recipes)}
+            "fix_ids": set(recipes), "fix_params": {k: r.params for k, r in recipes.items()},
+            "corpus": corpus, "negatives": corpus_lines(corpus_dir, "quiet")}
     todo = ([(os.path.basename(f), open(f, "rb").read()) for f in files] if files else
             [(n, r) for n, r in data_files() if n != "compat.toml"])
     problems = [p for name, raw in todo for p in validate_file(name, raw, **refs)]
+    # a contributor's file may name shipped entries
+    from knowledge import load
+    problems += cross_problems(todo, known_ids=load().entries if files else ())
     for p in problems:
         click.echo(p)
-    click.echo(f"{len(todo)} files, {len(problems)} problems", err=True)
+    click.echo(f"{len(todo)} files, {len(corpus)} corpus lines, {len(problems)} problems",
+               err=True)
     sys.exit(1 if problems else 0)
+
+
+def corpus_lines(corpus_dir: str | None = None, kind: str = "triage") -> list[str]:
+    """The log lines of a corpus (the part of each *.txt after '# ---'): ``triage`` holds real
+    failures, its sibling ``quiet`` benign lines no signature may match."""
+    from pathlib import Path
+
+    base = Path(corpus_dir) if corpus_dir else (
+        Path(__file__).resolve().parents[1] / "tests" / "corpus" / "triage")
+    root = base if kind == "triage" else base.parent / kind
+    out: list[str] = []
+    for f in sorted(root.glob("*.txt")) if root.is_dir() else []:
+        text = f.read_text(encoding="utf-8", errors="replace")
+        out += text.partition("# ---\n")[2].splitlines()
+    return out
 
 
 def _lines(source: str) -> Iterator[str]:

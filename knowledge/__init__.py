@@ -50,6 +50,10 @@ class Entry:
     domain: str = ""
     message: Mapping[str, str] = field(default_factory=dict)  # triage template, {group} names
     generic: bool = False  # its signatures fit many causes: ranked only when nothing specific
+    # the line names no cause, the exception above it does ("Engine core initialization
+    # failed. See root cause above"): triage quotes that line as the {cause} group
+    cause_above: bool = False
+    examples: tuple[str, ...] = ()  # real log lines its signatures must match (kb lint)
 
     def advice_for(self, versions: Mapping[str, str | None], lang: str = "en") -> list[str]:
         """The advice texts whose ``when`` holds for ``versions`` (unknown version: not held).
@@ -271,10 +275,20 @@ class KnowledgeBase:
                 span[eid] = max(span.get(eid, 0), width)
 
         window: list[tuple[int, str, set[str]]] = []  # the last _JOIN_LINES lines
+        last_exc: tuple[int, str, str] | None = None  # nearest exception: (n, text, raw)
+        cause_at: dict[str, tuple[int, str, str] | None] = {}
         for n, raw in enumerate(lines, 1):
             line = _normalized(raw)
             covered = scan(line)
             record(covered, n, raw)
+            above = [eid for eid in covered if self.entries[eid].cause_above]
+            for eid in above:
+                cause_at.setdefault(eid, last_exc)
+            if not above and ": " in raw and ("Error" in raw or "Exception" in raw
+                                              or "Exit" in raw):  # cheap before the regex
+                exc = _EXCEPTION_LINE.search(raw)
+                if exc:
+                    last_exc = (n, exc.group("exc").strip()[:300], raw.rstrip("\n")[:500])
             window = [*window[max(len(window) - _JOIN_LINES + 1, 0):], (n, line, set(covered))]
             if _RECORD_START.match(raw) or sum(len(t) for _, t, _ in window) > _JOIN_MAX:
                 window = window[-1:]
@@ -294,6 +308,10 @@ class KnowledgeBase:
                 record(joined, part[0][0], spaced)
                 part[0][2].update(joined)
         out = []
+        for eid, found in cause_at.items():
+            groups.setdefault(eid, {})["cause"] = found[1] if found else NO_CAUSE_ABOVE
+            if found and (found[0], found[2]) not in hits[eid]:
+                hits[eid].append((found[0], found[2]))  # the quoted line, with its number
         for eid, cnt in counts.items():
             e = self.entries[eid]
             specificity = min(span.get(eid, 0) / 200.0, 0.99)
@@ -302,6 +320,11 @@ class KnowledgeBase:
             out = [m for m in out if not m.entry.generic]
         return sorted(out, key=lambda m: (-m.score, m.entry.id))
 
+
+# an exception as Python prints it, after any log prefix: "(EngineCore pid=1) ValueError: …"
+_EXCEPTION_LINE = re.compile(
+    r"(?P<exc>\b(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit)(?:\[\w+\])?: \S.*)")
+NO_CAUSE_ABOVE = "no exception line above it in this log: paste the EngineCore / Worker lines before it"
 
 _JOIN_LINES = 3  # a reporter's paste wraps a long message over at most this many lines
 # a line that starts a new log record (level, timestamp, bracket, CANN code, traceback
@@ -328,7 +351,9 @@ def _entry_from(d: Mapping[str, Any], domain: str) -> Entry:
                  fix=d.get("fix"), applies_to=d.get("applies_to", {}),
                  advice=tuple(d.get("advice", ())), sources=tuple(d.get("sources", ())),
                  severity=d.get("severity", "medium"), domain=domain,
-                 message=d.get("message", {}), generic=bool(d.get("generic", False)))
+                 message=d.get("message", {}), generic=bool(d.get("generic", False)),
+                 cause_above=bool(d.get("cause_above", False)),
+                 examples=tuple(d.get("examples", ())))
 
 
 def data_files() -> list[tuple[str, bytes]]:
@@ -364,7 +389,7 @@ def _checked(d: Any, domain: str) -> Entry:
     if not isinstance(steps, list) or not all(isinstance(s, Mapping) and all(
             isinstance(v, str) for v in s.values()) for s in steps):
         raise TypeError("steps must be a list of tables of strings")
-    for key in ("signatures", "aliases", "checks", "sources"):
+    for key in ("signatures", "aliases", "checks", "sources", "examples"):
         _strs(d.get(key, []), key)
     for rx in d.get("signatures", []):
         re.compile(rx)

@@ -7,8 +7,9 @@ shipped files and on a contributor's new file.
 from __future__ import annotations
 
 import re
+import shlex
 import sys
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,9 +23,70 @@ REQUIRED = ("id", "title", "cause", "steps", "sources")
 KNOWN = {"id", "title", "cause", "steps", "signatures", "aliases", "checks", "fix",
          "applies_to", "advice", "sources", "severity", "message", "description", "generic",
          # optional fields from ascend-fd's schema (anchors §10.6), accepted for the future
-         "links", "explains", "category", "since", "deprecated"}
+         "links", "explains", "category", "since", "deprecated", "cause_above", "examples"}
 SEVERITIES = {"none", "low", "medium", "high", "critical"}
-SOURCE_PREFIXES = ("seed:", "facts:", "https://", "http://", "doc:", "issue:", "man:")
+# a source a reader can open: a public URL, or a named public document / man page
+SOURCE_PREFIXES = ("https://", "doc:", "man:")
+# what makes a command unsafe to paste: a placeholder, an elision, a prompt, smart quotes
+PLACEHOLDER = re.compile(r"<[A-Za-z][\w .:/|-]*>")
+SMART_QUOTES = re.compile("[\u2018\u2019\u201c\u201d]")
+# recipes whose other --param keys are vLLM flags (fixes/service.py launch_flags)
+FREE_PARAM_RECIPES = {"service.launch-flags"}
+# advice that depends on the value in use must not name a literal (never "lower" to 0.9 from 0.6)
+VALUE_DEPENDENT_PARAMS = {"gpu-memory-utilization", "gpu_memory_utilization"}
+# in an entry triage shows (it has signatures) the value in use is unknown: a fixed number for
+# these flags may raise what should be lowered (--max-model-len 32768 for a user at 8192)
+SIZE_FLAGS = {"max-num-seqs", "max-model-len", "max-num-batched-tokens",
+              *VALUE_DEPENDENT_PARAMS}
+
+
+def command_problems(cmd: str, where: str,
+                     fix_params: Mapping[str, Sequence[str]] | None = None,
+                     triaged: bool = False) -> list[str]:
+    """Why ``cmd`` cannot be pasted as is: a placeholder or elision, a shell prompt, smart or
+    unbalanced quotes, a trailing backslash; an ``ascend-doctor fix`` with an unknown recipe
+    or parameter, or a literal value for a parameter that depends on the value in use."""
+    out = []
+    if re.search(r"/(?:PID|NPU|CHIP|NODE|USER|VERSION)\b", cmd):
+        out.append(f"{where}: an upper-case placeholder in a path is not paste-safe")
+    if PLACEHOLDER.search(cmd):
+        out.append(f"{where}: placeholder {PLACEHOLDER.search(cmd).group(0)!r} is not paste-safe")
+    if "..." in cmd or "\u2026" in cmd:
+        out.append(f"{where}: an elision ('...') is not paste-safe")
+    if SMART_QUOTES.search(cmd):
+        out.append(f"{where}: smart quotes are not paste-safe")
+    if re.match(r"\s*[$#>] ", cmd):
+        out.append(f"{where}: starts with a shell prompt")
+    if cmd.rstrip().endswith("\\"):
+        out.append(f"{where}: ends with a line continuation")
+    try:
+        words = shlex.split(cmd)
+    except ValueError as exc:
+        return out + [f"{where}: does not split as a shell command ({exc})"]
+    for i, w in enumerate(words):
+        if w == "--param" and i + 1 < len(words) or w.startswith("--param="):
+            kv = w.split("=", 1)[1] if w.startswith("--param=") else words[i + 1]
+            key = kv.split("=", 1)[0]
+            if key in VALUE_DEPENDENT_PARAMS or triaged and key.replace("_", "-") in SIZE_FLAGS:
+                out.append(f"{where}: --param {key}= names a fixed value; say how to derive it "
+                           "from the value in use instead")
+        flag = w[2:].split("=", 1)[0].replace("_", "-") if w.startswith("--") else ""
+        if triaged and flag in SIZE_FLAGS and ("=" in w or i + 1 < len(words)
+                                                and re.fullmatch(r"[\d.]+", words[i + 1])):
+            out.append(f"{where}: {w.split('=')[0]} with a fixed number in an entry triage "
+                       "shows; say how to derive it from the value in use instead")
+    if fix_params is not None and words[:2] == ["ascend-doctor", "fix"]:
+        recipe = words[2] if len(words) > 2 else ""
+        if recipe not in fix_params:
+            out.append(f"{where}: unknown fix recipe {recipe!r}")
+        elif recipe not in FREE_PARAM_RECIPES:
+            for i, w in enumerate(words):
+                if w == "--param" and i + 1 < len(words):
+                    key = words[i + 1].split("=", 1)[0]
+                    if key not in fix_params[recipe]:
+                        out.append(f"{where}: {recipe} has no parameter {key!r} "
+                                   f"(it takes {', '.join(fix_params[recipe]) or 'none'})")
+    return out
 
 
 def _bilingual(value: Any, where: str, prose: bool = False) -> list[str]:
@@ -43,8 +105,14 @@ def _bilingual(value: Any, where: str, prose: bool = False) -> list[str]:
 
 def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = None,
                    fix_ids: Iterable[str] | None = None,
-                   seed_names: Iterable[str] = ()) -> list[str]:
-    """Problems of one entry; ``check_ids``/``fix_ids`` None = do not check references."""
+                   seed_names: Iterable[str] = (),
+                   fix_params: Mapping[str, Sequence[str]] | None = None,
+                   corpus: Sequence[str] | None = None,
+                   negatives: Sequence[str] = ()) -> list[str]:
+    """Problems of one entry; ``check_ids``/``fix_ids``/``fix_params`` None = do not check
+    references. Every signature must match one of the entry's ``examples`` or, when given,
+    a line of ``corpus`` (real logs), so a regex that can never match is caught, and none
+    may match a line of ``negatives`` (benign lines of real logs)."""
     eid = d.get("id", "?")
     p = [f"{eid}: missing field {k!r}" for k in REQUIRED if k not in d]
     p += [f"{eid}: unknown field {k!r}" for k in d if k not in KNOWN]
@@ -65,11 +133,36 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
             if isinstance(s, Mapping) and "cmd" in s and not (
                     isinstance(s["cmd"], str) and s["cmd"].strip()):
                 p.append(f"{eid}.steps[{i}].cmd: empty command")
+            elif isinstance(s, Mapping) and isinstance(s.get("cmd"), str):
+                p += command_problems(s["cmd"], f"{eid}.steps[{i}].cmd", fix_params,
+                                      triaged=bool(d.get("signatures")))
+    examples = d.get("examples", [])
+    if not isinstance(examples, list) or not all(isinstance(x, str) for x in examples):
+        p.append(f"{eid}.examples: must be a list of log lines")
+        examples = []
+    from . import _normalized
+    texts = [_normalized(x) for x in [*examples, *(corpus or ())]]
+    compiled_ok = []
+    for rx in d.get("signatures", []):
+        try:
+            compiled_ok.append(re.compile(rx, re.IGNORECASE | re.MULTILINE))
+        except (re.error, TypeError):
+            pass
+    for i, x in enumerate(examples, 1):
+        if compiled_ok and not any(c.search(_normalized(x)) for c in compiled_ok):
+            p.append(f"{eid}.examples[{i}]: matches none of the entry's signatures")
     for i, rx in enumerate(d.get("signatures", []), 1):
         try:
-            re.compile(rx, re.IGNORECASE | re.MULTILINE)
+            c = re.compile(rx, re.IGNORECASE | re.MULTILINE)
         except (re.error, TypeError) as exc:
             p.append(f"{eid}.signatures[{i}]: does not compile ({exc})")
+            continue
+        if not any(c.search(t) for t in texts):
+            p.append(f"{eid}.signatures[{i}]: matches no example"
+                     + (" and no corpus line" if corpus else "") + f" ({rx!r})")
+        bad = next((t for t in negatives if c.search(_normalized(t))), None)
+        if bad is not None:
+            p.append(f"{eid}.signatures[{i}]: matches a benign line ({bad[:80]!r})")
     for a in d.get("aliases", []):
         if not isinstance(a, str) or not a.strip():
             p.append(f"{eid}.aliases: empty alias")
@@ -91,14 +184,13 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
     sources = d.get("sources", [])
     if not isinstance(sources, list) or not sources:
         p.append(f"{eid}.sources: needs at least one source")
-    seeds = set(seed_names)
     for s in sources if isinstance(sources, list) else []:
         if not isinstance(s, str) or not s.startswith(SOURCE_PREFIXES):
-            p.append(f"{eid}.sources: {s!r} must start with one of {SOURCE_PREFIXES}")
-        elif s.startswith("seed:") and seeds:
-            name = s[5:].split()[0]
-            if name not in seeds:
-                p.append(f"{eid}.sources: no seed file named {name!r}")
+            p.append(f"{eid}.sources: {s!r} is not a public source (start with one of "
+                     f"{SOURCE_PREFIXES})")
+    if isinstance(sources, list) and sources and not any(
+            isinstance(s, str) and s.startswith("https://") for s in sources):
+        p.append(f"{eid}.sources: needs a public URL (https://)")
     return p
 
 
@@ -138,4 +230,43 @@ def validate_file(name: str, raw: bytes, **refs: Any) -> list[str]:
         if d.get("id") in seen:
             out.append(f"{name}: duplicate id {d.get('id')}")
         seen.add(d.get("id"))
+    return out
+
+
+def signature_key(d: Mapping[str, Any]) -> frozenset[str]:
+    """An entry's signatures as a set, whitespace-normalised: equal keys = one cause twice."""
+    return frozenset(" ".join(str(s).split()) for s in d.get("signatures", []) or ())
+
+
+def cross_problems(files: Iterable[tuple[str, bytes]],
+                   known_ids: Iterable[str] = ()) -> list[str]:
+    """Problems across files: a duplicate id, or two entries with identical signatures (the
+    same cause written twice — merge them, or give each the line that tells them apart)."""
+    by_key: dict[frozenset[str], str] = {}
+    ids: dict[str, str] = {}
+    refs: list[tuple[str, str, str]] = []  # (file, entry, id named in its texts)
+    out = []
+    for name, raw in files:
+        try:
+            doc = tomllib.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue  # validate_file reports it
+        for d in doc.get("entry", []) if isinstance(doc.get("entry"), list) else []:
+            if not isinstance(d, Mapping):
+                continue
+            eid = str(d.get("id"))
+            if eid in ids and ids[eid] != name:
+                out.append(f"{name}: id {eid} is also in {ids[eid]}")
+            ids.setdefault(eid, name)
+            key = signature_key(d)
+            if key and key in by_key:
+                out.append(f"{name}: {eid} has the same signatures as {by_key[key]}")
+            by_key.setdefault(key, eid)
+            texts = [d.get(k) for k in ("cause", "message")] + list(d.get("steps", []) or []) + \
+                list(d.get("advice", []) or [])
+            for t in texts:
+                for v in (t.values() if isinstance(t, Mapping) else ()):
+                    refs += [(name, eid, r) for r in re.findall(r"ASC-[A-Z]+-\d{3}", str(v))]
+    out += [f"{name}: {eid} names {r}, which is no entry (merged or renamed?)"
+            for name, eid, r in refs if r not in ids and r not in set(known_ids)]
     return out

@@ -57,3 +57,43 @@ def test_nothing_matched_names_the_next_command(cli):
     assert r.returncode == 1
     assert "no known signature matched" in r.stdout
     assert "ascend-doctor check --only libs" in r.stdout
+
+
+# vllm-ascend #4454 / #5707 shape: the worker's exception, then the API server's summary
+ENGINE_CORE_LOG = """\
+(EngineCore_DP0 pid=1255038) ERROR 11-26 11:43:04 [core.py:708] EngineCore failed to start.
+(EngineCore_DP0 pid=1255038) ERROR 11-26 11:43:04 [core.py:708] Traceback (most recent call last):
+(EngineCore_DP0 pid=1255038) ERROR 11-26 11:43:04 [core.py:708]   File "/vllm-workspace/vllm/vllm/v1/engine/core.py", line 699, in run_engine_core
+(EngineCore_DP0 pid=1255038) ERROR 11-26 11:43:04 [core.py:708] NotImplementedError: <class 'vllm_ascend.attention.attention_v1.AscendAttentionBackend'> is not yet supported.
+(APIServer pid=585)     raise RuntimeError("Engine core initialization failed. "
+(APIServer pid=585) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+""".splitlines()
+
+
+def test_engine_core_failure_quotes_the_exception_above_it():
+    (m,) = knowledge.load().match_lines(ENGINE_CORE_LOG)
+    assert m.entry.id == "ASC-UPS-027"
+    msg = m.entry.render_message(m.groups)
+    assert "NotImplementedError: <class 'vllm_ascend.attention.attention_v1.AscendAttentionBackend'>" \
+        " is not yet supported." in msg, msg
+    assert "Engine core initialization failed" not in m.groups["cause"]
+    assert [n for n, _ in m.lines] == [4, 5, 6]  # the quoted line is shown with its number
+
+
+def test_engine_core_failure_without_a_cause_says_so():
+    (m,) = knowledge.load().match_lines(ENGINE_CORE_LOG[-1:])
+    assert "no exception line above it" in m.entry.render_message(m.groups)
+
+
+def test_a_known_root_cause_outranks_the_engine_core_summary():
+    log = ["(EngineCore_DP0 pid=1102) ValueError: No available memory for the cache blocks. Try "
+           "increasing `gpu_memory_utilization` when initializing the engine.",
+           *ENGINE_CORE_LOG[-1:]]
+    got = ids(log)
+    assert "ASC-UPS-027" not in got and got[0] == "ASC-LOG-006", got
+
+
+def test_triage_prints_the_quoted_cause(cli):
+    r = cli("triage", "-", "--lang", "en", input="\n".join(ENGINE_CORE_LOG) + "\n")
+    assert r.returncode == 0
+    assert "root cause above it: NotImplementedError:" in r.stdout

@@ -7,16 +7,16 @@ import pytest
 from doctor.registry import Registry
 from fixes import FixRegistry
 from knowledge import data_files, load
-from knowledge.schema import validate_file
-
-# the seed files entries may cite (CI has no /work/shared, so the names live here)
-SEEDS = {"000_93c34712512482cd.txt", "002_30e6568bb9464c94.txt", "003_d72edf74e71c5e11.txt"}
+from doctor.cli_kb import corpus_lines
+from knowledge.schema import cross_problems, validate_file
 
 
 @pytest.fixture(scope="module")
 def refs():
+    recipes = FixRegistry.discover().recipes
     return {"check_ids": set(Registry.discover(plugins=False).checks),
-            "fix_ids": set(FixRegistry.discover().recipes), "seed_names": SEEDS}
+            "fix_ids": set(recipes), "fix_params": {k: r.params for k, r in recipes.items()},
+            "corpus": corpus_lines(), "negatives": corpus_lines(kind="quiet")}
 
 
 def test_every_shipped_file_is_valid(refs):
@@ -24,6 +24,18 @@ def test_every_shipped_file_is_valid(refs):
     assert len(files) >= 4
     problems = [p for n, r in files for p in validate_file(n, r, **refs)]
     assert problems == []
+    assert cross_problems(files) == []
+    assert len(refs["corpus"]) > 100  # the triage corpus was found and used
+    assert len(refs["negatives"]) >= 20
+
+
+def test_a_signature_matching_a_benign_line_is_rejected(refs):
+    # the old ASC-OPS-003 signature: the bare variable name matched every environment dump
+    bad = GOOD.replace("signatures = ['(?P<lib>libzz\\w+\\.so): cannot open']",
+                       "signatures = ['ASCEND_RT_VISIBLE_DEVICES']").replace(
+        'examples = ["ImportError: libzz_test.so: cannot open shared object file"]',
+        'examples = ["set ASCEND_RT_VISIBLE_DEVICES:[4] error"]')
+    assert any("matches a benign line" in p for p in _problems(bad, refs))
 
 
 def test_ids_unique_across_files_and_well_formed():
@@ -46,12 +58,13 @@ id = "ASC-TST-001"
 title = { en = "Title", zh = "标题" }
 cause = { en = "Cause", zh = "原因" }
 steps = [ { en = "Do it", zh = "执行", cmd = "true" } ]
-signatures = ['(?P<lib>lib\\w+\\.so): cannot open']
+signatures = ['(?P<lib>libzz\\w+\\.so): cannot open']
+examples = ["ImportError: libzz_test.so: cannot open shared object file"]
 checks = ["ldconf.order"]
 fix = "ldconf.ascend-conf"
 applies_to = { vllm_ascend = ">=0.9.1", cann = ">=8.0.RC1", chip = ["910B"] }
 advice = [ { when = { vllm_ascend = ">=0.11" }, en = "a", zh = "甲" } ]
-sources = ["seed:000_93c34712512482cd.txt §5.1"]
+sources = ["https://github.com/vllm-project/vllm-ascend/issues/152"]
 '''
 
 
@@ -68,16 +81,36 @@ def test_synthetic_good_entry_passes(refs):
     ('title = { en = "Title", zh = "标题" }', 'title = { zh = "标题" }', "missing the en text"),
     ('{ en = "Do it", zh = "执行", cmd = "true" }', '{ en = "Do it", cmd = "true" }',
      "steps[1]: missing the zh text"),
-    ("'(?P<lib>lib\\w+\\.so): cannot open'", "'(?P<lib>lib\\w+\\.so: cannot open'",
+    ("'(?P<lib>libzz\\w+\\.so): cannot open'", "'(?P<lib>libzz\\w+\\.so: cannot open'",
      "does not compile"),
     ('fix = "ldconf.ascend-conf"', 'fix = "ldconf.no-such-recipe"', "unknown fix recipe"),
     ('checks = ["ldconf.order"]', 'checks = ["ldconf.order", "nope.missing"]',
      "unknown check id 'nope.missing'"),
     ('id = "ASC-TST-001"', 'id = "ASC-tst-1"', "not of the form"),
     ('vllm_ascend = ">=0.9.1"', 'vllm_ascend = "~~0.9"', "not a version specifier"),
-    ('sources = ["seed:000_93c34712512482cd.txt §5.1"]', 'sources = ["seed:999_nope.txt"]',
-     "no seed file named"),
-    ('sources = ["seed:000_93c34712512482cd.txt §5.1"]', 'sources = []', "needs at least one"),
+    ('sources = ["https://github.com/vllm-project/vllm-ascend/issues/152"]',
+     'sources = ["seed:000_93c34712512482cd.txt §5.1"]', "not a public source"),
+    ('sources = ["https://github.com/vllm-project/vllm-ascend/issues/152"]',
+     'sources = ["doc: CANN Environment Variables reference"]', "needs a public URL"),
+    ('sources = ["https://github.com/vllm-project/vllm-ascend/issues/152"]', 'sources = []',
+     "needs at least one"),
+    # issue 15 lint: every signature matches a real line, commands are paste-safe and valid
+    ('examples = ["ImportError: libzz_test.so: cannot open shared object file"]',
+     'examples = ["ImportError: libzz_test.so: No such file"]', "signatures[1]: matches no example"),
+    ('cmd = "true"', 'cmd = "pip install vllm-ascend==<ver>"', "placeholder '<ver>'"),
+    ('cmd = "true"', 'cmd = "vllm serve ... --enforce-eager"', "elision"),
+    ('cmd = "true"', 'cmd = "grep \'unclosed /var/log/x"', "does not split"),
+    ('cmd = "true"', 'cmd = "$ npu-smi info"', "shell prompt"),
+    ('cmd = "true"', 'cmd = "cat /proc/PID/environ"', "upper-case placeholder"),
+    ('cmd = "true"', 'cmd = "--max-model-len 32768"', "--max-model-len with a fixed number"),
+    ('examples = ["ImportError: libzz_test.so: cannot open shared object file"]',
+     'examples = ["ImportError: libzz_test.so: cannot open shared object file", "unrelated"]',
+     "examples[2]: matches none of the entry's signatures"),
+    ('cmd = "true"', 'cmd = "ascend-doctor fix no.such-recipe"', "unknown fix recipe"),
+    ('cmd = "true"', 'cmd = "ascend-doctor fix dns.hosts-pin --param port=53"',
+     "dns.hosts-pin has no parameter 'port'"),
+    ('cmd = "true"', 'cmd = "ascend-doctor fix service.launch-flags --param '
+     'gpu-memory-utilization=0.9"', "names a fixed value"),
     ('advice = [ { when = { vllm_ascend = ">=0.11" }, en = "a", zh = "甲" } ]',
      'advice = [ { when = { vllm_ascend = ">=0.11" }, en = "a" } ]', "advice[1]: missing the zh"),
     ('title = { en = "Title", zh = "标题" }', 'title = { en = "Title", zh = "Title" }',
@@ -87,6 +120,38 @@ def test_schema_rejects(refs, old, new, expect):
     assert old in GOOD
     problems = _problems(GOOD.replace(old, new), refs)
     assert any(expect in p for p in problems), problems
+
+
+def test_launch_flags_take_any_flag_but_not_a_fixed_utilization(refs):
+    ok = GOOD.replace('cmd = "true"', 'cmd = "ascend-doctor fix service.launch-flags --param '
+                      'block-size=128"')
+    assert _problems(ok, refs) == []
+
+
+def test_a_check_driven_entry_may_name_the_size_its_check_computed(refs):
+    # no signatures: only a check raises it, and the check knows the value in use
+    checked = GOOD.replace('cmd = "true"', 'cmd = "--max-num-batched-tokens 8192"').replace(
+        "signatures = ['(?P<lib>libzz\\w+\\.so): cannot open']\n", "").replace(
+        'examples = ["ImportError: libzz_test.so: cannot open shared object file"]\n', "")
+    assert "signatures" not in checked
+    assert _problems(checked, refs) == []
+
+
+def test_identical_signatures_in_two_entries_are_one_cause_twice():
+    other = GOOD.replace("ASC-TST-001", "ASC-TST-002")
+    assert any("same signatures as ASC-TST-001" in p
+               for p in cross_problems([("a.toml", GOOD.encode()), ("b.toml", other.encode())]))
+    distinct = other.replace("cannot open']", "cannot open shared']")
+    assert cross_problems([("a.toml", GOOD.encode()), ("b.toml", distinct.encode())]) == []
+    dangling = GOOD.replace('cause = { en = "Cause"', 'cause = { en = "Cause; see ASC-TST-404"')
+    assert any("names ASC-TST-404, which is no entry" in p
+               for p in cross_problems([("a.toml", dangling.encode())]))
+
+
+def test_lint_command_runs_the_rules_over_the_shipped_kb(cli):
+    r = cli("kb", "lint")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ", 0 problems" in r.stderr and "corpus lines" in r.stderr
 
 
 def test_duplicate_ids_and_bad_toml(refs):

@@ -18,8 +18,10 @@ def test_entries_are_bilingual_and_wired():
         assert e.title["zh"] and e.cause["zh"] and all(s["zh"] for s in e.steps), e.id
         assert e.checks and all(c in reg.checks for c in e.checks), e.id
         assert e.fix in FIXES and e.sources
-    assert any("000_93c34712512482cd.txt" in s for s in kb.get("ASC-NET-001").sources)
-    assert any("72%" in s for s in kb.get("ASC-PROF-001").sources)
+    # issue 15: sources are public URLs or named public documents, not seed files
+    for eid in ("ASC-NET-001", "ASC-PROF-001"):
+        assert any(s.startswith("https://") for s in kb.get(eid).sources), eid
+        assert not any(s.startswith(("seed:", "facts:")) for s in kb.get(eid).sources), eid
 
 
 def test_port_exhaustion_signature_triages():
