@@ -417,7 +417,7 @@ def _register_extensions() -> None:
     """Subcommands that live in their own modules (fix, explain, triage, kb)."""
     import importlib
 
-    for mod in ("doctor.cli_kb", "doctor.cli_fix", "doctor.cli_exporter"):
+    for mod in ("doctor.cli_kb", "doctor.cli_fix", "doctor.cli_exporter", "doctor.cli_fleet"):
         try:
             m = importlib.import_module(mod)
         except ModuleNotFoundError as exc:
