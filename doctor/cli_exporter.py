@@ -61,6 +61,16 @@ def run_once(make_host, options, skip: tuple[str, ...], timeout: float | None,
     return Snapshot(report, npusmi, now, now)
 
 
+RULES_RESOURCE = "data/prometheus/ascend-doctor-rules.yml"  # = deploy/prometheus/, tested
+
+
+def rules_bytes() -> bytes:
+    """The alert rules file shipped in the package (package data), for `--print-rules`."""
+    from importlib.resources import files
+
+    return files("doctor").joinpath(RULES_RESOURCE).read_bytes()
+
+
 def loop(state: State, once, interval: float, stop: threading.Event) -> None:
     """Run, publish, sleep the rest of the interval; sequential, so never overlapping."""
     while not stop.is_set():
@@ -118,9 +128,15 @@ def make_handler(state: State):
               help="Time budget per check (default: each check's own; never above --interval).")
 @click.option("--listen", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=9464, show_default=True, help="0 picks a free port.")
+@click.option("--print-rules", is_flag=True,
+              help="Print the Prometheus alert rules for these metrics (a rules file) and exit.")
 def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seconds, interval,
-                 timeout, listen, port) -> None:
+                 timeout, listen, port, print_rules=False) -> None:
     """Serve /metrics and /healthz from checks re-run in the background."""
+    if print_rules:
+        sys.stdout.buffer.write(rules_bytes())
+        sys.stdout.flush()
+        return
     from .cli import build_options, demo_host, open_host
     from .engine import DEFAULT_TIMEOUT
     from .errors import UsageError
