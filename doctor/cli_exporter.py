@@ -38,27 +38,51 @@ class State:
             return self.snap, self.body
 
 
+NPU_CAPTURE_CHECK = "exporter.npu-smi"  # hidden: hands the run's NpuSmi fact to the metrics
+
+
 def run_once(make_host, options, skip: tuple[str, ...], timeout: float | None,
              context: str | None, last_success: float | None) -> Snapshot:
-    """One run of the checks plus the npu-smi fact; any failure becomes Snapshot.error."""
-    from .cli import run_report
+    """One run of the checks; the NPU series come from the same run's NpuSmi fact, so
+    npu-smi runs once per interval (a hidden check reads it from the run's FactStore and is
+    dropped from the report). Any failure becomes Snapshot.error."""
+    from dataclasses import replace
+
+    from .engine import DEFAULT_TIMEOUT, RunConfig, run
     from .exporter import Snapshot
     from .facts import FactStore
+    from .model import Category, Finding
     from .probes.npusmi import NpuSmi
-    from .registry import Registry
+    from .registry import CheckSpec, Registry
 
+    captured: list[object] = []
+
+    def capture(store) -> Finding:
+        try:
+            captured.append(store.get(NpuSmi))
+        except Exception as exc:  # no npu-smi: no NPU series, the npu checks say why
+            from .cancel import Cancelled
+            if isinstance(exc, Cancelled):
+                raise
+        return Finding.info("npu-smi fact handed to the exporter")
+
+    capture.__annotations__ = {"store": FactStore, "return": Finding}
     try:
         host = make_host()
-        report = run_report(host, options, [], list(skip), timeout, context=context)
+        registry = Registry.discover()
+        registry.load_plugins()
+        registry.add_check(CheckSpec(NPU_CAPTURE_CHECK, "npu-smi for the NPU metrics", capture,
+                                     Category.NPU, ("exporter",)))
+        config = RunConfig((), tuple(skip), timeout or DEFAULT_TIMEOUT, context=context,
+                           override=bool(timeout))
+        report = run(host, options, registry, config)
+        report = replace(report, results=tuple(r for r in report.results
+                                               if r.check_id != NPU_CAPTURE_CHECK))
     except Exception as exc:  # the loop goes on; the scrape shows ascend_doctor_up 0
         return Snapshot(None, None, time.time(), last_success,
                         f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
-    try:
-        npusmi = FactStore(host, options, Registry.discover(plugins=False)).get(NpuSmi)
-    except Exception:  # no npu-smi: no NPU series, the npu checks say why
-        npusmi = None
     now = time.time()
-    return Snapshot(report, npusmi, now, now)
+    return Snapshot(report, captured[0] if captured else None, now, now)
 
 
 RULES_RESOURCE = "data/prometheus/ascend-doctor-rules.yml"  # = deploy/prometheus/, tested
