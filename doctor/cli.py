@@ -248,13 +248,20 @@ def main(ctx: click.Context) -> None:
 @click.option("--fail-on", type=click.Choice(["fail", "warn"]), default="fail",
               show_default=True, help="Lowest status that makes the exit code 1.")
 @click.option("-v", "--verbose", is_flag=True, help="Show passing findings too.")
+@click.option("--npd", is_flag=True, help="As a node-problem-detector custom plugin: one "
+              "line on stdout, exit 0 OK / 1 problem / 2 unknown (deploy/npd/).")
 def check_cmd(only=(), skip=(), as_json=False, junit=None, markdown=False, fail_on="fail",
-              verbose=False, **kw: Any) -> None:
+              verbose=False, npd=False, **kw: Any) -> None:
     """Run the checks and print a report."""
     host = open_host(kw.get("root"), kw.get("bundle"))
     options = _with_bundle_options(host, build_options(kw), click.get_current_context())
     report = run_report(host, options, _split(only), _split(skip), kw.get("timeout"),
-                        progress=not as_json)
+                        progress=not (as_json or npd))
+    if npd:
+        from .npd import npd_result
+        code, line = npd_result(report, fail_on)
+        click.echo(line)
+        sys.exit(code)
     emit(report, as_json=as_json, junit=junit, markdown=markdown, lang=options.lang,
          verbose=verbose)
     sys.exit(max(report.exit_code(fail_on), 1 if unreadable_inputs(report, options) else 0))
