@@ -47,8 +47,8 @@ def render_diff(d: dict[str, Any]) -> list[str]:
     """The diff as text, the most telling difference first."""
     from .fleet import diff_is_empty
 
-    a = d["a"] + (f" ({d['a_host']})" if d["a_host"] else "")
-    b = d["b"] + (f" ({d['b_host']})" if d["b_host"] else "")
+    a, b = (d[k] + (f" ({d[k + '_host']})" if d[k + "_host"] and d[k + "_host"] not in d[k]
+                    else "") for k in ("a", "b"))
     lines = [f"A = {a}", f"B = {b}"]
     if diff_is_empty(d):
         return lines + ["no differences in check results, versions, ld.so.conf, npu-smi, "
@@ -106,7 +106,8 @@ def render_fleet(r: dict[str, Any]) -> list[str]:
             if g["extra_vs_majority"]:
                 lines.append(f"     also failing: {', '.join(g['extra_vs_majority'])}")
             if g["missing_vs_majority"]:
-                lines.append(f"     not failing: {', '.join(g['missing_vs_majority'])}")
+                lines.append(f"     not failing here (fails on the majority): "
+                             f"{', '.join(g['missing_vs_majority'])}")
     if r["common_problems"]:
         lines.append(f"problems on every node ({len(r['common_problems'])}):")
         lines += [f"  {p['check']:<28} {p['status']:<5} {p['message']}"
