@@ -149,3 +149,41 @@ def test_fleet_of_an_empty_dir_is_a_usage_error(tmp_path):
     assert r.returncode == 2
     assert "no bundles" in r.stderr and str(tmp_path) in r.stderr
     assert not os.listdir(tmp_path)
+
+
+def _peak_rss_mb(args: list[str]) -> float:
+    import shutil
+    import subprocess
+    import tempfile
+
+    from tests.conftest import doctor_exe
+
+    gnu_time = shutil.which("time") if os.path.exists("/usr/bin/time") else None
+    if gnu_time is None:
+        pytest.skip("GNU time (Debian package `time`) is not installed")
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as out:
+        r = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out.name, doctor_exe(), *args],
+                           capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "CI": "true", "NO_COLOR": "1"})
+        assert r.returncode == 1, r.stderr
+        return int(out.read().split()[-1]) / 1024
+
+
+def test_fleet_memory_does_not_grow_with_the_bundle_count(tmp_path):
+    """Bounded memory: one bundle at a time is held. 30 more demo variants (each ~0.9 MB of
+    blobs and index once inflated, several MiB as Python objects) add less than 10 MiB of
+    peak RSS (allocator growth, not bundles; holding them would add ~30 MiB or more)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from bench_fleet import make_variants
+
+    few, many = tmp_path / "few", tmp_path / "many"
+    few.mkdir()
+    many.mkdir()
+    paths = make_variants(str(many), 45)
+    for p in paths[:15]:
+        os.symlink(p, few / os.path.basename(p))
+    small = _peak_rss_mb(["fleet", "--json", str(few)])
+    big = _peak_rss_mb(["fleet", "--json", str(many)])
+    print(f"peak RSS: 15 bundles {small:.1f} MiB, 45 bundles {big:.1f} MiB")
+    assert big - small < 10, (small, big)
