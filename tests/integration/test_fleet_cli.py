@@ -134,6 +134,30 @@ def test_fleet_text_and_a_refused_bundle_among_good_ones(bundles, tmp_path):
     assert "  ld.so.conf order: /usr/local/Ascend/driver/lib64" in out
 
 
+def test_fleet_refuses_a_link_member_and_goes_on(bundles, tmp_path):
+    """A bundle with a symlink member (blobs/x -> /etc/shadow) is refused by the bounded
+    reader, named in one line, and the other nodes are still compared."""
+    import io
+    import tarfile
+
+    evil = tmp_path / "node-66.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        manifest = json.dumps({"format": "ascend-doctor-bundle", "format_version": 1}).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+        link = tarfile.TarInfo("blobs/x")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow"
+        tar.addfile(link)
+    r = run_cli("fleet", "--json", str(bundles["node-01"]), str(bundles["node-02"]), str(evil))
+    assert r.returncode == 2, r.stderr
+    d = json.loads(r.stdout)
+    assert d["nodes"] == 2 and len(d["groups"]) == 1
+    (refused,) = d["refused"]
+    assert refused["bundle"] == "node-66.tar.gz" and "is a link" in refused["reason"]
+    assert "\n" not in refused["reason"]
+
+
 def test_diff_refuses_a_non_bundle_in_one_line(bundles, tmp_path):
     junk = tmp_path / "x.tar.gz"
     junk.write_bytes(b"\x1f\x8b garbage")
