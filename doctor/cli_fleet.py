@@ -52,7 +52,7 @@ def render_diff(d: dict[str, Any]) -> list[str]:
     lines = [f"A = {a}", f"B = {b}"]
     if diff_is_empty(d):
         return lines + ["no differences in check results, versions, ld.so.conf, npu-smi, "
-                        "launch flags or environment"]
+                        "launch flags, sysctls or environment"]
     if d["checks"]:
         lines.append(f"checks that differ ({len(d['checks'])}):")
         for c in d["checks"]:
@@ -79,6 +79,9 @@ def render_diff(d: dict[str, Any]) -> list[str]:
     if d["flags"]:
         lines.append("launch flags that differ:")
         lines += [f"  --{x['name']:<28} A {_v(x['a']):<20} B {_v(x['b'])}" for x in d["flags"]]
+    if d["sysctls"]:
+        lines.append("sysctls that differ:")
+        lines += [f"  {x['name']:<40} A {_v(x['a']):<12} B {_v(x['b'])}" for x in d["sysctls"]]
     if d["env"]:
         lines.append("service environment that differs (redacted):")
         lines += [f"  {x['name']:<28} A {_v(x['a'])}\n  {'':<28} B {_v(x['b'])}"
@@ -143,7 +146,7 @@ def render_fleet(r: dict[str, Any]) -> list[str]:
 @click.option("--timeout", type=float, default=None, help="Per-check timeout in seconds.")
 def diff_cmd(good: str, bad: str, as_json: bool, timeout: float | None) -> None:
     """What differs between two bundles (GOOD, then BAD): check results first, then
-    versions, ld.so.conf order, npu-smi health, launch flags, environment.
+    versions, ld.so.conf order, npu-smi health, launch flags, sysctls, environment.
 
     \b
     Example:

@@ -46,6 +46,7 @@ class NodeSummary:
     ldconf: list[str] = field(default_factory=list)  # search directories in ldconfig's order
     npu: dict[str, str] = field(default_factory=dict)  # "npu/chip" -> health
     flags: dict[str, str] = field(default_factory=dict)  # the server's launch flags, redacted
+    sysctls: dict[str, str] = field(default_factory=dict)  # the kernel knobs the checks read
     fact_errors: dict[str, str] = field(default_factory=dict)  # fact -> why it is unknown
 
     @property
@@ -56,7 +57,7 @@ class NodeSummary:
     def to_json(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("name", "hostname", "error", "checks", "messages",
                                            "kb", "versions", "env", "ldconf", "npu", "flags",
-                                           "fact_errors")}
+                                           "sysctls", "fact_errors")}
         return d
 
 
@@ -103,6 +104,29 @@ def _fact(store: FactStore, fact: type, errors: dict[str, str]) -> Any:
         return None
 
 
+def _sysctls(store: FactStore, errors: dict[str, str]) -> dict[str, str]:
+    """The kernel settings the checks read (net.tcp-ports, tlb.hugepages), as sysctl names."""
+    from .probes.dns import ResolverConfig
+    from .probes.faults import HugePages
+
+    out: dict[str, str] = {}
+    rc = _fact(store, ResolverConfig, errors)
+    if rc is not None:
+        if rc.port_range:
+            out["net.ipv4.ip_local_port_range"] = f"{rc.port_range[0]} {rc.port_range[1]}"
+        if rc.fin_timeout is not None:
+            out["net.ipv4.tcp_fin_timeout"] = str(rc.fin_timeout)
+        if rc.tw_reuse is not None:
+            out["net.ipv4.tcp_tw_reuse"] = str(rc.tw_reuse)
+    hp = _fact(store, HugePages, errors)
+    if hp is not None:
+        if hp.thp_mode:
+            out["/sys/kernel/mm/transparent_hugepage/enabled"] = hp.thp_mode
+        if "HugePages_Total" in hp.meminfo:
+            out["vm.nr_hugepages"] = str(hp.total)
+    return out
+
+
 def _snapshot(store: FactStore) -> Finding:
     """The hidden check: the comparison's facts, as evidence of one info finding."""
     from .probes.ldconf import LdSoConf
@@ -127,7 +151,7 @@ def _snapshot(store: FactStore) -> Finding:
     envd = dict(sorted(redact_env(env.env).items())[:MAX_ENV]) if env is not None else {}
     return Finding.info("fleet comparison facts", evidence={
         "versions": versions, "env": envd, "ldconf": ld.dirs if ld is not None else [],
-        "npu": npu, "flags": flags, "fact_errors": errors})
+        "npu": npu, "flags": flags, "sysctls": _sysctls(store, errors), "fact_errors": errors})
 
 
 SNAPSHOT_SPEC = CheckSpec(SNAPSHOT_CHECK, "Facts the fleet comparison reads", _snapshot,
@@ -155,6 +179,7 @@ def summarize_report(name: str, report: Report) -> NodeSummary:
             node.versions = dict(ev["versions"])
             node.env, node.ldconf = dict(ev["env"]), list(ev["ldconf"])
             node.npu, node.flags = dict(ev["npu"]), dict(ev["flags"])
+            node.sysctls = dict(ev.get("sysctls", {}))
             node.fact_errors.update(ev["fact_errors"])
             continue
         st = r.status.value
@@ -221,8 +246,8 @@ def _dict_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any
 
 def diff_nodes(a: NodeSummary, b: NodeSummary) -> dict[str, Any]:
     """Everything that differs between two nodes, ranked: the check statuses first (those
-    worse on B, the bad node, first; then by the worse status), then versions, ld.so.conf order, npu-smi health, launch flags
-    and environment."""
+    worse on B, the bad node, first; then by the worse status), then versions, ld.so.conf
+    order, npu-smi health, launch flags, sysctls and environment."""
     checks = []
     for cid in sorted(set(a.checks) | set(b.checks)):
         sa, sb = a.checks.get(cid), b.checks.get(cid)
@@ -243,11 +268,12 @@ def diff_nodes(a: NodeSummary, b: NodeSummary) -> dict[str, Any]:
     return {"a": a.name, "b": b.name, "a_host": a.hostname, "b_host": b.hostname,
             "checks": checks, "versions": _dict_diff(a.versions, b.versions), "ldconf": ld,
             "npu": _dict_diff(a.npu, b.npu), "flags": _dict_diff(a.flags, b.flags),
-            "env": _dict_diff(a.env, b.env)}
+            "sysctls": _dict_diff(a.sysctls, b.sysctls), "env": _dict_diff(a.env, b.env)}
 
 
 def diff_is_empty(d: Mapping[str, Any]) -> bool:
-    return not any(d[k] for k in ("checks", "versions", "ldconf", "npu", "flags", "env"))
+    return not any(d[k] for k in ("checks", "versions", "ldconf", "npu", "flags", "sysctls",
+                                  "env"))
 
 
 class FleetAccumulator:
@@ -284,6 +310,8 @@ class FleetAccumulator:
             values[f"env {k}"] = v
         for k, v in node.flags.items():
             values[f"flag --{k}"] = v
+        for k, v in node.sysctls.items():
+            values[f"sysctl {k}"] = v
         for fld, v in values.items():
             self.drift.setdefault(fld, {}).setdefault(v, []).append(label)
 

@@ -18,10 +18,12 @@ ENVIRON = "4711/environ"
 
 
 def _variant(path: Path, *, env_extra: dict[str, str] | None = None,
-             hostname: str | None = None) -> Path:
+             hostname: str | None = None, files: dict[str, bytes] | None = None) -> Path:
     """The demo bundle with the server's environ extended (as a hand-made bundle could be:
-    secrets not redacted) and/or another hostname."""
+    secrets not redacted), another hostname and/or other file contents."""
     data = BundleData.load(demo_bundle_bytes())
+    for p, content in (files or {}).items():
+        data.index["read"][p] = [{"blob": data.blob(content)}]
     if env_extra:
         old = data.blobs[data.index["proc"][ENVIRON][0]["blob"]]
         extra = b"".join(f"{k}={v}".encode() + b"\0" for k, v in env_extra.items())
@@ -110,3 +112,21 @@ def test_fold_keeps_a_refused_bundle_apart():
     assert r["nodes"] == 1 and r["refused"] == [{"bundle": "bad.tar.gz",
                                                  "reason": "bad.tar.gz is not a readable bundle"}]
     assert r["odd_nodes"] == []
+
+
+def test_diff_shows_the_sysctl_that_explains_net_tcp_ports(tmp_path, registry):
+    """The demo's 2000-port range with 1400 TIME_WAIT fails net.tcp-ports; a node with the
+    default range does not, and the diff names both the check and the sysctl."""
+    bad = _variant(tmp_path / "bad.tar.gz")
+    good = _variant(tmp_path / "good.tar.gz",
+                    files={"/proc/sys/net/ipv4/ip_local_port_range": b"32768\t60999\n"})
+    d = diff_nodes(load_node(str(good), registry), load_node(str(bad), registry))
+    assert {"name": "net.ipv4.ip_local_port_range", "a": "32768 60999", "b": "50000 51999"} \
+        in d["sysctls"]
+    tcp = next(c for c in d["checks"] if c["check"] == "net.tcp-ports")
+    assert (tcp["a"], tcp["b"]) == ("warn", "fail")  # 1400 TIME_WAIT of 28 232 ports: a warn
+    assert d["checks"][0]["b"] == "fail"  # worse on B first
+    r = run_cli("diff", str(good), str(bad))
+    assert "sysctls that differ:" in r.stdout
+    assert any(ln.split() == ["net.ipv4.ip_local_port_range", "A", "32768", "60999", "B",
+                              "50000", "51999"] for ln in r.stdout.splitlines()), r.stdout
