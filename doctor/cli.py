@@ -17,87 +17,8 @@ from . import __version__
 from .errors import DoctorError, UsageError
 from .opening import demo_host, open_host  # noqa: F401  (the CLI extensions and tests use them)
 
-EXIT_OK, EXIT_FAIL, EXIT_NO_VERDICT = 0, 1, 2
-
-
-def _die(message: str, code: int = EXIT_NO_VERDICT) -> None:
-    click.echo(f"ascend-doctor: {message}", err=True)
-    sys.exit(code)
-
-
-def default_lang() -> str:
-    for var in ("ASCEND_DOCTOR_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
-        v = os.environ.get(var, "")
-        if v:
-            return "zh" if v.lower().startswith("zh") else "en"
-    return "en"
-
-
-def input_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The inputs every run takes (check, collect, the TUI)."""
-    opts = [
-        click.option("--root", type=click.Path(exists=True, file_okay=False),
-                     help="Diagnose a sysroot directory instead of this machine."),
-        click.option("--bundle", type=click.Path(dir_okay=False),
-                     help="Diagnose a bundle written by `collect` (offline)."),
-        click.option("--service", "service_url", default=None, metavar="URL",
-                     help="vLLM service base URL [default: http://127.0.0.1:8000]."),
-        click.option("--api-key", envvar="VLLM_API_KEY", default=None, show_envvar=True,
-                     help="API key for /v1 endpoints (never printed)."),
-        click.option("--pid", type=int, default=None, help="The vLLM server process."),
-        click.option("--python", "python", default=None,
-                     help="Interpreter whose packages are inspected."),
-        click.option("--pcap", type=click.Path(dir_okay=False), default=None,
-                     help="Capture (pcap/pcapng) of the load clients' traffic."),
-        click.option("--sniff", "sniff_seconds", type=float, default=None, metavar="SECONDS",
-                     help="Capture DNS live for SECONDS (root)."),
-        click.option("--iface", default=None, help="Interface for --sniff."),
-        click.option("--profile", "profile_dir", type=click.Path(file_okay=False), default=None,
-                     help="msprof / torch_npu profiler output directory."),
-        click.option("--block-audit", type=click.Path(dir_okay=False), default=None,
-                     help="Block-table audit log (JSON lines) from the vLLM plugin."),
-        click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False),
-                     help="A service log to match against known error signatures."),
-        click.option("--elf", "elf_paths", multiple=True,
-                     help="An extra ELF file whose libraries must resolve."),
-        click.option("--sample-seconds", type=float, default=3.0, show_default=True,
-                     help="Sampling window for page-fault rates."),
-        click.option("--watch", "watch_seconds", type=float, default=None, metavar="SECONDS",
-                     help="Watch NPU memory while idle for SECONDS (leak trend)."),
-        click.option("--timeout", type=float, default=None,
-                     help="Per-check timeout in seconds; given, it applies to every check, "
-                          "also those that declare their own [default: 10, or the check's]."),
-        click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
-                     help="Language of explanations [default: from LANG]."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
-
-
-def _user_path(p: str | None) -> str | None:
-    """A file the user named: relative to the current directory, as the shell meant it."""
-    return os.path.abspath(p) if p else p
-
-
-def build_options(kw: dict[str, Any]):
-    from .options import RunOptions
-
-    return RunOptions(
-        service_url=(kw.get("service_url") or "http://127.0.0.1:8000").rstrip("/"),
-        service_url_given=bool(kw.get("service_url")), pid=kw.get("pid"),
-        api_key=kw.get("api_key"), pcap=_user_path(kw.get("pcap")),
-        sniff_seconds=kw.get("sniff_seconds"),
-        iface=kw.get("iface"), profile_dir=_user_path(kw.get("profile_dir")),
-        block_audit=_user_path(kw.get("block_audit")),
-        logs=tuple(os.path.abspath(p) for p in kw.get("logs") or ()),
-        elf_paths=tuple(os.path.abspath(p) for p in kw.get("elf_paths") or ()),
-        sample_seconds=kw.get("sample_seconds", 3.0),
-        watch_seconds=kw.get("watch_seconds"),
-        # a relative interpreter path (.venv/bin/python) means the one under the cwd
-        python=(os.path.abspath(kw["python"]) if kw.get("python") and "/" in kw["python"]
-                else kw.get("python")),
-        lang=kw.get("lang") or default_lang())
+from .cli_common import (EXIT_FAIL, EXIT_NO_VERDICT, EXIT_OK, _die, _user_path,  # noqa: F401
+                         build_options, default_lang, input_options)
 
 
 def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
@@ -245,15 +166,22 @@ Examples:
 @click.option("--fail-on", type=click.Choice(["fail", "warn"]), default="fail",
               show_default=True, help="Lowest status that makes the exit code 1.")
 @click.option("-v", "--verbose", is_flag=True, help="Show passing findings too.")
+@click.option("--npd", is_flag=True, help="As a node-problem-detector custom plugin: one "
+              "line on stdout, exit 0 OK / 1 problem / 2 unknown (deploy/npd/).")
 def check_cmd(only=(), skip=(), as_json=False, as_text=False, junit=None, markdown=False,
-              fail_on="fail", verbose=False, **kw: Any) -> None:
+              fail_on="fail", verbose=False, npd=False, **kw: Any) -> None:
     """Run the checks and print a report (text unless --json or --markdown)."""
-    if sum((as_json, as_text, markdown)) > 1:
-        raise UsageError("choose one of --json, --text, --markdown")
+    if sum((as_json, as_text, markdown, npd)) > 1:
+        raise UsageError("choose one of --json, --text, --markdown, --npd")
     host = open_host(kw.get("root"), kw.get("bundle"))
     options = _with_bundle_options(host, build_options(kw), click.get_current_context())
     report = run_report(host, options, _split(only), _split(skip), kw.get("timeout"),
-                        progress=not as_json)
+                        progress=not (as_json or npd))
+    if npd:
+        from .npd import npd_result
+        code, line = npd_result(report, fail_on)
+        click.echo(line)
+        sys.exit(code)
     emit(report, as_json=as_json, junit=junit, markdown=markdown, lang=options.lang,
          verbose=verbose)
     sys.exit(max(report.exit_code(fail_on), 1 if unreadable_inputs(report, options) else 0))
@@ -424,22 +352,12 @@ def _launch_tui(demo: bool, options, root: str | None = None, bundle: str | None
     run_tui(demo=demo, options=options, root=root, bundle=bundle, timeout=timeout)
 
 
-def _register_extensions() -> None:
-    """Subcommands that live in their own modules (fix, explain, triage, kb)."""
-    import importlib
+# Subcommands that live in their own modules; they import cli_common, never this module.
+from . import cli_exporter, cli_fix, cli_fleet, cli_kb  # noqa: E402
 
-    for mod in ("doctor.cli_kb", "doctor.cli_fix", "doctor.cli_exporter"):
-        try:
-            m = importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod:
-                raise
-            continue
-        for cmd in getattr(m, "COMMANDS", ()):
-            main.add_command(cmd)
-
-
-_register_extensions()
+for _module in (cli_kb, cli_fix, cli_exporter, cli_fleet):
+    for _cmd in _module.COMMANDS:
+        main.add_command(_cmd)
 
 
 if __name__ == "__main__":  # pragma: no cover

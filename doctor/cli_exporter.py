@@ -38,27 +38,61 @@ class State:
             return self.snap, self.body
 
 
+NPU_CAPTURE_CHECK = "exporter.npu-smi"  # hidden: hands the run's NpuSmi fact to the metrics
+
+
 def run_once(make_host, options, skip: tuple[str, ...], timeout: float | None,
              context: str | None, last_success: float | None) -> Snapshot:
-    """One run of the checks plus the npu-smi fact; any failure becomes Snapshot.error."""
-    from .cli import run_report
+    """One run of the checks; the NPU series come from the same run's NpuSmi fact, so
+    npu-smi runs once per interval (a hidden check reads it from the run's FactStore and is
+    dropped from the report). Any failure becomes Snapshot.error."""
+    from dataclasses import replace
+
+    from .engine import DEFAULT_TIMEOUT, RunConfig, run
     from .exporter import Snapshot
     from .facts import FactStore
+    from .model import Category, Finding
     from .probes.npusmi import NpuSmi
-    from .registry import Registry
+    from .registry import CheckSpec, Registry
 
+    captured: list[object] = []
+
+    def capture(store) -> Finding:
+        try:
+            captured.append(store.get(NpuSmi))
+        except Exception as exc:  # no npu-smi: no NPU series, the npu checks say why
+            from .cancel import Cancelled
+            if isinstance(exc, Cancelled):
+                raise
+        return Finding.info("npu-smi fact handed to the exporter")
+
+    capture.__annotations__ = {"store": FactStore, "return": Finding}
     try:
         host = make_host()
-        report = run_report(host, options, [], list(skip), timeout, context=context)
+        registry = Registry.discover()
+        registry.load_plugins()
+        registry.add_check(CheckSpec(NPU_CAPTURE_CHECK, "npu-smi for the NPU metrics", capture,
+                                     Category.NPU, ("exporter",)))
+        config = RunConfig((), tuple(skip), timeout or DEFAULT_TIMEOUT, context=context,
+                           override=bool(timeout))
+        report = run(host, options, registry, config)
+        report = replace(report, results=tuple(r for r in report.results
+                                               if r.check_id != NPU_CAPTURE_CHECK))
     except Exception as exc:  # the loop goes on; the scrape shows ascend_doctor_up 0
         return Snapshot(None, None, time.time(), last_success,
                         f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
-    try:
-        npusmi = FactStore(host, options, Registry.discover(plugins=False)).get(NpuSmi)
-    except Exception:  # no npu-smi: no NPU series, the npu checks say why
-        npusmi = None
     now = time.time()
-    return Snapshot(report, npusmi, now, now)
+    return Snapshot(report, captured[0] if captured else None, now, now)
+
+
+RULES_RESOURCE = "data/prometheus/ascend-doctor-rules.yml"  # = deploy/prometheus/, tested
+
+
+def rules_bytes() -> bytes:
+    """The alert rules file shipped in the package (package data), for `--print-rules`."""
+    from importlib.resources import files
+
+    return files("doctor").joinpath(RULES_RESOURCE).read_bytes()
 
 
 def loop(state: State, once, interval: float, stop: threading.Event) -> None:
@@ -122,10 +156,16 @@ Examples:
               help="Time budget per check (default: each check's own; never above --interval).")
 @click.option("--listen", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=9464, show_default=True, help="0 picks a free port.")
+@click.option("--print-rules", is_flag=True,
+              help="Print the Prometheus alert rules for these metrics (a rules file) and exit.")
 def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seconds, interval,
-                 timeout, listen, port) -> None:
+                 timeout, listen, port, print_rules=False) -> None:
     """Serve /metrics and /healthz from checks re-run in the background."""
-    from .cli import build_options
+    if print_rules:
+        sys.stdout.buffer.write(rules_bytes())
+        sys.stdout.flush()
+        return
+    from .cli_common import build_options
     from .engine import DEFAULT_TIMEOUT
     from .errors import UsageError
     from .opening import demo_host, open_host

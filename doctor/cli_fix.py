@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from .cli import EXIT_NO_VERDICT, build_options, default_lang
+from .cli_common import EXIT_NO_VERDICT, build_options, default_lang
 from .errors import DoctorError, UsageError
 
 

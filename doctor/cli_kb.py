@@ -11,7 +11,7 @@ from typing import Any, Iterable, Iterator
 
 import click
 
-from .cli import default_lang
+from .cli_common import default_lang
 from .errors import DoctorError, UsageError
 from .redact import neutralise, redact_text
 
@@ -89,7 +89,7 @@ def _versions_for(root, bundle, demo, given) -> dict[str, str] | None:
         return None
     versions: dict[str, str] = {}
     if root or bundle or demo:
-        from .cli import build_options
+        from .cli_common import build_options
         from .opening import demo_host, open_host
         host = demo_host() if demo else open_host(root, bundle)
         versions = host_versions(host, build_options({}))

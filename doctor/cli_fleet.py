@@ -1,0 +1,216 @@
+"""`ascend-doctor diff GOOD BAD` and `ascend-doctor fleet BUNDLE…|DIR`.
+
+"Why does node 5 fail when node 1 works?": both read bundles written by `collect` through
+the bounded bundle reader, run the checks on each, and show what differs. Exit codes follow
+diff(1): 0 nothing differs (one outcome across the fleet), 1 differences (odd nodes),
+2 trouble (a bundle that cannot be read). The logic lives in ``doctor/fleet.py``; this
+module stays import-light because the CLI imports it at start.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Iterable
+
+import click
+
+MAX_LISTED = 8  # node names listed per line of the text output before "… and N more"
+
+
+def _out(lines: Iterable[str]) -> None:
+    """Every printed line is redacted and has its control characters made visible: names,
+    messages and values come from strangers' bundles."""
+    from .redact import neutralise, redact_text
+
+    sys.stdout.write("".join(neutralise(redact_text(ln)) + "\n" for ln in lines))
+
+
+def _out_json(doc: dict[str, Any]) -> None:
+    """JSON redacted value by value (a redacted serialization could break the syntax);
+    json.dumps escapes control characters itself."""
+    from .redact import redact_obj
+
+    sys.stdout.write(json.dumps(redact_obj(doc), indent=1, sort_keys=True) + "\n")
+
+
+def _names(nodes: list[str]) -> str:
+    shown = ", ".join(nodes[:MAX_LISTED])
+    return shown + (f" … and {len(nodes) - MAX_LISTED} more" if len(nodes) > MAX_LISTED else "")
+
+
+def _v(x: Any) -> str:
+    return "(unset)" if x is None else str(x)
+
+
+def render_diff(d: dict[str, Any]) -> list[str]:
+    """The diff as text, the most telling difference first."""
+    from .fleet import diff_is_empty
+
+    a, b = (d[k] + (f" ({d[k + '_host']})" if d[k + "_host"] and d[k + "_host"] not in d[k]
+                    else "") for k in ("a", "b"))
+    lines = [f"A = {a}", f"B = {b}"]
+    if diff_is_empty(d):
+        return lines + ["no differences in check results, versions, ld.so.conf, npu-smi, "
+                        "launch flags, sysctls or environment"]
+    if d["checks"]:
+        lines.append(f"checks that differ ({len(d['checks'])}):")
+        for c in d["checks"]:
+            kb = f" [{', '.join(c['kb'])}]" if c["kb"] else ""
+            lines.append(f"  {c['check']:<28} A {_v(c['a']):<5}  B {_v(c['b']):<5}{kb}")
+            for side in ("a", "b"):
+                if c[f"{side}_message"]:
+                    lines.append(f"      {side.upper()}: {c[side + '_message']}")
+    if d["versions"]:
+        lines.append("versions that differ:")
+        lines += [f"  {x['name']:<14} A {_v(x['a']):<20} B {_v(x['b'])}" for x in d["versions"]]
+    if d["ldconf"]:
+        ld = d["ldconf"]
+        lines.append("ld.so.conf search order differs:")
+        lines.append("  A: " + (" ".join(ld["a"]) or "(none)"))
+        lines.append("  B: " + (" ".join(ld["b"]) or "(none)"))
+        if ld["only_a"]:
+            lines.append("  only in A: " + " ".join(ld["only_a"]))
+        if ld["only_b"]:
+            lines.append("  only in B: " + " ".join(ld["only_b"]))
+    if d["npu"]:
+        lines.append("npu-smi health that differs (npu/chip):")
+        lines += [f"  {x['name']:<6} A {_v(x['a']):<10} B {_v(x['b'])}" for x in d["npu"]]
+    if d["flags"]:
+        lines.append("launch flags that differ:")
+        lines += [f"  --{x['name']:<28} A {_v(x['a']):<20} B {_v(x['b'])}" for x in d["flags"]]
+    if d["sysctls"]:
+        lines.append("sysctls that differ:")
+        lines += [f"  {x['name']:<40} A {_v(x['a']):<12} B {_v(x['b'])}" for x in d["sysctls"]]
+    if d["env"]:
+        lines.append("service environment that differs (redacted):")
+        lines += [f"  {x['name']:<28} A {_v(x['a'])}\n  {'':<28} B {_v(x['b'])}"
+                  for x in d["env"]]
+    return lines
+
+
+def render_fleet(r: dict[str, Any]) -> list[str]:
+    """The fleet as text: outcome groups (the majority first, then the odd ones), problems
+    common to all or to some nodes, and what drifts."""
+    lines = [f"fleet: {r['nodes']} nodes read" + (f", {len(r['refused'])} bundles refused"
+                                                  if r["refused"] else "")]
+    for x in r["refused"]:
+        lines.append(f"  refused {x['bundle']}: {x['reason']}")
+    if not r["nodes"]:
+        return lines
+    lines.append(f"outcome groups ({len(r['groups'])}; nodes with the same failing checks):")
+    for i, g in enumerate(r["groups"]):
+        tag = "majority" if g["majority"] else "odd"
+        lines.append(f"  {chr(65 + i) if i < 26 else i}: {g['size']} node(s), {tag}: "
+                     f"{_names(g['nodes'])}")
+        if g["majority"]:
+            lines.append(f"     failing: {', '.join(g['failing']) or 'nothing'}")
+        else:
+            if g["extra_vs_majority"]:
+                lines.append(f"     also failing: {', '.join(g['extra_vs_majority'])}")
+            if g["missing_vs_majority"]:
+                lines.append(f"     not failing here (fails on the majority): "
+                             f"{', '.join(g['missing_vs_majority'])}")
+    if r["common_problems"]:
+        lines.append(f"problems on every node ({len(r['common_problems'])}):")
+        lines += [f"  {p['check']:<28} {p['status']:<5} {p['message']}"
+                  for p in r["common_problems"]]
+    if r["some_problems"]:
+        lines.append(f"problems on some nodes ({len(r['some_problems'])}):")
+        for p in r["some_problems"]:
+            where = (f"all but {_names(p['absent_on'])}" if p["count"] > r["nodes"] / 2
+                     else _names(p["nodes"]))
+            lines.append(f"  {p['check']:<28} {p['status']:<5} {p['count']}/{r['nodes']}: "
+                         f"{where}")
+            if p["message"]:
+                lines.append(f"      {p['message']}")
+    drift = [x for x in r["drift"] if not x.get("per_node")]
+    if drift:
+        lines.append("drift (majority value, then the others):")
+        for x in drift:
+            lines.append(f"  {x['field']}: {x['majority']} on {x['majority_count']} node(s)")
+            for o in x["others"]:
+                lines.append(f"      {o['value']}: {_names(o['nodes'])}")
+    per_node = [x["field"] for x in r["drift"] if x.get("per_node")]
+    if per_node:
+        lines.append("different on every node (not drift): " + ", ".join(per_node))
+    if len(r["groups"]) == 1 and not drift:
+        lines.append("every node has the same outcome")
+    return lines
+
+
+@click.command("diff")
+@click.argument("good", type=click.Path(dir_okay=False))
+@click.argument("bad", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.option("--timeout", type=float, default=None, help="Per-check timeout in seconds.")
+def diff_cmd(good: str, bad: str, as_json: bool, timeout: float | None) -> None:
+    """What differs between two bundles (GOOD, then BAD): check results first, then
+    versions, ld.so.conf order, npu-smi health, launch flags, sysctls, environment.
+
+    \b
+    Example:
+      ascend-doctor diff node1.tar.gz node5.tar.gz
+    """
+    from .errors import BundleError
+    from .fleet import diff_is_empty, diff_nodes, fleet_registry, load_node
+
+    reg = fleet_registry()
+    nodes = []
+    for p in (good, bad):
+        node = load_node(p, reg, timeout)
+        if node.error:
+            raise BundleError(node.error)
+        nodes.append(node)
+    d = diff_nodes(*nodes)
+    if as_json:
+        _out_json(d)
+    else:
+        _out(render_diff(d))
+    sys.exit(0 if diff_is_empty(d) else 1)
+
+
+@click.command("fleet")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.option("--nodes-json", is_flag=True,
+              help="With --json: also each node's summary (versions, statuses, env).")
+@click.option("--timeout", type=float, default=None, help="Per-check timeout in seconds.")
+def fleet_cmd(inputs: tuple[str, ...], as_json: bool, nodes_json: bool,
+              timeout: float | None) -> None:
+    """Many bundles (files, or directories of *.tar.gz): nodes grouped by outcome, the odd
+    ones pointed out, problems common to all or to some, and version/config drift.
+
+    \b
+    Example:
+      ascend-doctor fleet bundles/
+    """
+    from .errors import UsageError
+    from .fleet import FleetAccumulator, bundle_paths, fleet_registry, iter_nodes
+
+    paths = bundle_paths(inputs)
+    if not paths:
+        raise UsageError(f"no bundles (*.tar.gz, *.tgz, *.tar) in {' '.join(inputs)}")
+    reg = fleet_registry()
+    acc = FleetAccumulator()
+    summaries = []
+    for node in iter_nodes(paths, reg, timeout):
+        acc.add(node)
+        if as_json and nodes_json:
+            summaries.append(node.to_json())
+        if sys.stderr.isatty():
+            click.echo(f"\r\033[K{len(acc.names) + len(acc.refused)}/{len(paths)} {node.name}",
+                       err=True, nl=False)
+    if sys.stderr.isatty():
+        click.echo("\r\033[K", err=True, nl=False)
+    r = acc.result()
+    if as_json:
+        if nodes_json:
+            r["node_summaries"] = summaries
+        _out_json(r)
+    else:
+        _out(render_fleet(r))
+    sys.exit(2 if r["refused"] else 1 if len(r["groups"]) > 1 else 0)
+
+
+COMMANDS = (diff_cmd, fleet_cmd)
