@@ -409,8 +409,12 @@ class LiveHost(Host):
 
     # -- processes ---------------------------------------------------------------------
     def processes(self) -> list[ProcInfo]:
-        if self.is_sysroot:
-            return self._sysroot_processes()
+        """The process table; other processes' argv only as far as the checks need it
+        (doctor/proctable.py: full argv for candidate servers and their descendants)."""
+        from .proctable import minimise
+        return minimise(self._sysroot_processes() if self.is_sysroot else self._live_processes())
+
+    def _live_processes(self) -> list[ProcInfo]:
         import psutil
         out = []
         for p in psutil.process_iter(["pid", "ppid", "name", "cmdline", "username", "uids",

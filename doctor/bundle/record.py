@@ -17,6 +17,13 @@ from ..redact import (is_binary, redact_argv, redact_bytes, redact_env, redact_e
 from .format import FORMAT, FORMAT_VERSION, MAX_BLOB, BundleData, _err_entry, _key, _short
 
 
+def redact_cmdline_blob(data: bytes) -> bytes:
+    """Redact a NUL-separated /proc/<pid>/cmdline image as an argv, byte-exact around the
+    redactions (invalid UTF-8 is carried through surrogateescape, never a crash)."""
+    argv = [x.decode("utf-8", "surrogateescape") for x in data.split(b"\0")]
+    return b"\0".join(a.encode("utf-8", "surrogateescape") for a in redact_argv(argv))
+
+
 def _redact_file(path: str, data: bytes) -> bytes:
     """Redact a file's bytes; /proc environ and cmdline images are redacted in their own
     (NUL-separated) format, everything else line-wise by redact_bytes, which keeps invalid
@@ -26,8 +33,7 @@ def _redact_file(path: str, data: bytes) -> bytes:
         if parts[3] == "environ":
             return redact_environ_blob(data)
         if parts[3] == "cmdline":
-            return b"\0".join(a.encode() for a in redact_argv(
-                [x.decode("utf-8", "replace") for x in data.split(b"\0")]))
+            return redact_cmdline_blob(data)
     return redact_bytes(data)
 
 
@@ -158,8 +164,7 @@ class RecordingHost(Host):
             if name == "environ":
                 b = redact_environ_blob(b)
             elif name == "cmdline":
-                b = b"\0".join(a.encode() for a in redact_argv(
-                    [x.decode("utf-8", "replace") for x in b.split(b"\0")]))
+                b = redact_cmdline_blob(b)
             else:
                 b = redact_bytes(b)
             return {"blob": self.data.blob(b)}

@@ -254,9 +254,10 @@ class BundleHost(Host):
             raise SourceMissing("process table", "not in the bundle")
         if isinstance(e, dict):
             _raise(e)
-        return [ProcInfo(p["pid"], p["ppid"], p["name"], tuple(p["cmdline"]), p.get("user", ""),
-                         p.get("uid", -1), p.get("exe", ""), p.get("create_time", 0.0))
-                for p in e]
+        from ..proctable import minimise  # a bundle from an older doctor may hold full argv
+        return minimise(ProcInfo(p["pid"], p["ppid"], p["name"], tuple(p["cmdline"]),
+                                 p.get("user", ""), p.get("uid", -1), p.get("exe", ""),
+                                 p.get("create_time", 0.0)) for p in e)
 
     def proc_read(self, pid, name):
         e = self._next("proc", f"{int(pid)}/{name}")
