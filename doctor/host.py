@@ -27,6 +27,7 @@ from typing import BinaryIO, Iterable, Mapping
 from . import cancel
 from .errors import SourceError, SourceMissing
 from .model import HostInfo
+from .procnet import Connection, parse_proc_net  # Connection re-exported: doctor.host's type
 
 DEFAULT_READ_LIMIT = 64 * 1024 * 1024
 DEFAULT_OUTPUT_CAP = 1024 * 1024
@@ -121,18 +122,6 @@ class ProcInfo:
     uid: int = -1
     exe: str = ""
     create_time: float = 0.0
-
-
-@dataclass(frozen=True)
-class Connection:
-    """One inet socket, as /proc/net/tcp or psutil.net_connections sees it."""
-
-    family: str  # inet | inet6
-    type: str  # tcp | udp
-    laddr: tuple[str, int]
-    raddr: tuple[str, int] | None
-    status: str  # LISTEN, ESTABLISHED, TIME_WAIT, ...
-    pid: int | None = None
 
 
 class Host(ABC):
@@ -464,7 +453,6 @@ class LiveHost(Host):
 
     def connections(self) -> list[Connection]:
         if self.is_sysroot:
-            from .procnet import parse_proc_net
             conns: list[Connection] = []
             found = False
             for proto in ("tcp", "tcp6", "udp", "udp6"):
