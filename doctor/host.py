@@ -593,18 +593,26 @@ def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, s
     """
     import signal
 
-    from .spawn import no_new_privs_preexec
+    import shutil
+
+    from .spawn import no_new_privs_prefix
 
     if token is not None:
         token.check()
+    # the program is found here, not by the no_new_privs wrapper, so "not found" / "not
+    # executable" stay errors of this call rather than a wrapper's exit code
+    prog = str(real_argv[0])
+    found = prog if "/" in prog else shutil.which(prog, path=env.get("PATH", os.defpath))
+    if found is None or not os.path.exists(found):
+        raise SourceMissing(shown_argv[0], "command not found")
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise SourceError(shown_argv[0], "permission denied (not executable)")
     start = time.monotonic()
     try:  # cwd "/": nothing is imported or loaded from where the operator stands
-        proc = subprocess.Popen(list(real_argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        proc = subprocess.Popen([*no_new_privs_prefix(), found, *real_argv[1:]],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, start_new_session=True, cwd="/",
-                                close_fds=True, preexec_fn=no_new_privs_preexec(),
-                                **(popen_extra or {}))
-    except subprocess.SubprocessError as exc:  # the preexec (no_new_privs) failed in the child
-        raise SourceMissing(shown_argv[0], f"not run: {exc}") from None
+                                close_fds=True, **(popen_extra or {}))
     except FileNotFoundError:
         raise SourceMissing(shown_argv[0], "command not found") from None
     except PermissionError:
