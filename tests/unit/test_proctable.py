@@ -96,3 +96,16 @@ def test_a_pinned_pid_keeps_its_whole_argv_from_proc_cmdline(sysroot):
     found = gather_service_processes(host, RunOptions(pid=77))
     assert found.primary.proc.cmdline == ("/usr/bin/python3", "/srv/launch.py", "--port", "8001")
     assert found.primary.args.get("port") == "8001"
+
+
+def test_a_cmdline_image_with_invalid_utf8_is_redacted_byte_exact():
+    """A server's /proc/PID/cmdline as recorded into a bundle: the secret after --api-key
+    (itself holding an invalid byte) goes, every other byte stays as it was."""
+    from doctor.bundle.record import redact_cmdline_blob
+
+    raw = (b"/usr/bin/python3\0-m\0vllm.entrypoints.openai.api_server\0--api-key\0"
+           b"sk-PLANTED\xff0001\0--served-model-name\0q\xffwen\0HF_TOKEN=hf_PLANTED\xfe0002xx\0")
+    out = redact_cmdline_blob(raw)
+    assert b"PLANTED" not in out
+    assert b"\0q\xffwen\0" in out and out.startswith(b"/usr/bin/python3\0-m\0")
+    assert out.count(b"\0") == raw.count(b"\0")
