@@ -228,13 +228,17 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
     cc = cache_config(http)
     all_devs = tuple(n.rsplit("davinci", 1)[-1] for n in nodes.nodes) if nodes else ("all",)
     per_device: dict[str, list[tuple[int, float]]] = {}
+    unknown: list[int] = []
     for i, sp in enumerate(procs.servers):
         util = _float(_flag(sp, "gpu-memory-utilization"))
         if util is None and i == 0 and cc.get("gpu_memory_utilization"):
             util = _float(cc.get("gpu_memory_utilization"))
         util = 0.9 if util is None else util
-        for d in _devices(sp, all_devs):
-            per_device.setdefault(d, []).append((sp.pid, util))
+        if len(procs.servers) > 1 and sp.visible_devices is None and sp.env_error:
+            unknown.append(sp.pid)  # its devices are unknown: not "every NPU, shared"
+        else:
+            for d in _devices(sp, all_devs):
+                per_device.setdefault(d, []).append((sp.pid, util))
         ev = {"gpu_memory_utilization": util, "limit": GPU_UTIL_MAX}
         if util > GPU_UTIL_MAX:
             yield Finding.warn(f"--gpu-memory-utilization {util:g} > {GPU_UTIL_MAX:g}: above 95 % the "
@@ -257,6 +261,13 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
                                kb="ASC-CFG-005", fix="service.launch-flags",
                                fix_params={"pids": [p for p, _ in users],
                                            "set": [["--gpu-memory-utilization", str(share)]]})
+    if unknown:
+        yield Finding.info(f"NPU sharing not judged for {', '.join(f'pid {p}' for p in unknown)}: "
+                           "its environment (ASCEND_RT_VISIBLE_DEVICES) could not be read, so "
+                           "which NPUs it uses is unknown", subject=", ".join(
+                               f"pid {p}" for p in unknown),
+                           evidence={"pids": unknown, "reasons": {
+                               sp.pid: sp.env_error for sp in procs.servers if sp.pid in unknown}})
 
 
 @check("config.parallel", title="Tensor parallelism, visible NPUs, device and collective backend",

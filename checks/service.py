@@ -13,7 +13,7 @@ from typing import Iterator
 
 from doctor.model import Category, Finding
 from doctor.probes.packages import Packages
-from doctor.probes.service import (MetricsSnapshot, ServiceHttp, bucket_delta,
+from doctor.probes.service import (MetricsSnapshot, ServersHttp, ServiceHttp, bucket_delta,
                                    histogram_quantile, series_names)
 from doctor.registry import check
 
@@ -29,12 +29,23 @@ HBM_BW_WARN = 95.0  # seed 000: npu_hbm_bandwidth_utilization_percent
 
 
 def _subject(http: ServiceHttp) -> str:
-    return http.base_url
+    """Which server: its pid and API URL when discovered (several may run on one host)."""
+    return f"pid {http.pid} at {http.base_url}" if http.pid is not None else http.base_url
+
+
+def _each(http: ServiceHttp, servers: ServersHttp | None) -> tuple[ServiceHttp, ...]:
+    return servers.per_server if servers is not None and servers.per_server else (http,)
 
 
 @check("service.health", title="The vLLM service answers /health, /version and /v1/models",
-       category=Category.SERVICE, tags=("service", "http"), timeout=15.0)
-def health(http: ServiceHttp) -> Iterator[Finding]:
+       category=Category.SERVICE, tags=("service", "http"), timeout=30.0)
+def health(http: ServiceHttp, servers: ServersHttp | None = None) -> Iterator[Finding]:
+    """Every discovered server on its own API port (findings name it), or --service's URL."""
+    for one in _each(http, servers):
+        yield from _health_one(one)
+
+
+def _health_one(http: ServiceHttp) -> Iterator[Finding]:
     h = http.health
     ev = {"url": http.base_url + "/health", "status": h.status, "error": h.error,
           "duration_ms": round(h.duration_s * 1000, 1)}
@@ -148,8 +159,13 @@ def _p99(http: ServiceHttp, base: str) -> tuple[float | None, str, float]:
 
 
 @check("service.metrics", title="KV cache, preemptions, queue depth and latency from /metrics",
-       category=Category.SERVICE, tags=("service", "metrics"), timeout=15.0)
-def metrics(http: ServiceHttp) -> Iterator[Finding]:
+       category=Category.SERVICE, tags=("service", "metrics"), timeout=30.0)
+def metrics(http: ServiceHttp, servers: ServersHttp | None = None) -> Iterator[Finding]:
+    for one in _each(http, servers):
+        yield from _metrics_one(one)
+
+
+def _metrics_one(http: ServiceHttp) -> Iterator[Finding]:
     subj = _subject(http)
     if not http.reachable:
         yield Finding.skip(f"the service at {http.base_url} did not answer")

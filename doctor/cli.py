@@ -195,7 +195,7 @@ def unreadable_inputs(report, options) -> list[str]:
     named = {f"{flag} {p}" for flag, p in (("--pcap", options.pcap),
                                            ("--profile", options.profile_dir),
                                            ("--block-audit", options.block_audit)) if p}
-    logs = set(options.logs)
+    logs, elfs = set(options.logs), set(options.elf_paths)
     out = []
     for _r, f in report.findings():
         if f.status != Status.ERROR:
@@ -204,6 +204,8 @@ def unreadable_inputs(report, options) -> list[str]:
         src, path = str(ev.get("source", "")), ev.get("path")
         if src in named or (path in logs):
             out.append(src or str(path))
+        elif ev.get("target") in elfs:  # libacl.resolve: an --elf file it could not read
+            out.append(f"--elf {ev['target']}")
     return out
 
 
@@ -288,6 +290,12 @@ def collect_cmd(output: str | None, only=(), skip=(), **kw: Any) -> None:
     click.echo("secrets in environments, argv and files are redacted; attach the file to the "
                "issue or ticket, and check it offline with: ascend-doctor check --bundle "
                + shlex.quote(output), err=True)
+    bad = unreadable_inputs(report, options)
+    if bad:  # the bundle lacks an analysis the user asked for: not a success
+        click.echo(f"ascend-doctor: could not read {', '.join(bad[:4])}"
+                   + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+                   + " (see the error findings; the bundle was written without them)", err=True)
+        sys.exit(1)
 
 
 @main.command("demo", epilog="""\b

@@ -27,6 +27,7 @@ from typing import BinaryIO, Iterable, Mapping
 from . import cancel
 from .errors import SourceError, SourceMissing
 from .model import HostInfo
+from .procnet import Connection, parse_proc_net  # Connection re-exported: doctor.host's type
 
 DEFAULT_READ_LIMIT = 64 * 1024 * 1024
 DEFAULT_OUTPUT_CAP = 1024 * 1024
@@ -125,18 +126,6 @@ class ProcInfo:
     uid: int = -1
     exe: str = ""
     create_time: float = 0.0
-
-
-@dataclass(frozen=True)
-class Connection:
-    """One inet socket, as /proc/net/tcp or psutil.net_connections sees it."""
-
-    family: str  # inet | inet6
-    type: str  # tcp | udp
-    laddr: tuple[str, int]
-    raddr: tuple[str, int] | None
-    status: str  # LISTEN, ESTABLISHED, TIME_WAIT, ...
-    pid: int | None = None
 
 
 class Host(ABC):
@@ -413,8 +402,12 @@ class LiveHost(Host):
 
     # -- processes ---------------------------------------------------------------------
     def processes(self) -> list[ProcInfo]:
-        if self.is_sysroot:
-            return self._sysroot_processes()
+        """The process table; other processes' argv only as far as the checks need it
+        (doctor/proctable.py: full argv for candidate servers and their descendants)."""
+        from .proctable import minimise
+        return minimise(self._sysroot_processes() if self.is_sysroot else self._live_processes())
+
+    def _live_processes(self) -> list[ProcInfo]:
         import psutil
         out = []
         for p in psutil.process_iter(["pid", "ppid", "name", "cmdline", "username", "uids",
@@ -464,7 +457,6 @@ class LiveHost(Host):
 
     def connections(self) -> list[Connection]:
         if self.is_sysroot:
-            from .procnet import parse_proc_net
             conns: list[Connection] = []
             found = False
             for proto in ("tcp", "tcp6", "udp", "udp6"):
@@ -605,18 +597,26 @@ def run_capped(real_argv, shown_argv, timeout: float, cap: int, env: dict[str, s
     """
     import signal
 
-    from .spawn import no_new_privs_preexec
+    import shutil
+
+    from .spawn import no_new_privs_prefix
 
     if token is not None:
         token.check()
+    # the program is found here, not by the no_new_privs wrapper, so "not found" / "not
+    # executable" stay errors of this call rather than a wrapper's exit code
+    prog = str(real_argv[0])
+    found = prog if "/" in prog else shutil.which(prog, path=env.get("PATH", os.defpath))
+    if found is None or not os.path.exists(found):
+        raise SourceMissing(shown_argv[0], "command not found")
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise SourceError(shown_argv[0], "permission denied (not executable)")
     start = time.monotonic()
     try:  # cwd "/": nothing is imported or loaded from where the operator stands
-        proc = subprocess.Popen(list(real_argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        proc = subprocess.Popen([*no_new_privs_prefix(), found, *real_argv[1:]],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, start_new_session=True, cwd="/",
-                                close_fds=True, preexec_fn=no_new_privs_preexec(),
-                                **(popen_extra or {}))
-    except subprocess.SubprocessError as exc:  # the preexec (no_new_privs) failed in the child
-        raise SourceMissing(shown_argv[0], f"not run: {exc}") from None
+                                close_fds=True, **(popen_extra or {}))
     except FileNotFoundError:
         raise SourceMissing(shown_argv[0], "command not found") from None
     except PermissionError:

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import socket
 import struct
+from dataclasses import dataclass
 
-from .host import Connection
+
+@dataclass(frozen=True)
+class Connection:
+    """One inet socket, as /proc/net/tcp or psutil.net_connections sees it (defined here, not
+    in host.py, so the parser imports nothing of the Host: host.py imports this module)."""
+
+    family: str  # inet | inet6
+    type: str  # tcp | udp
+    laddr: tuple[str, int]
+    raddr: tuple[str, int] | None
+    status: str  # LISTEN, ESTABLISHED, TIME_WAIT, ...
+    pid: int | None = None
 
 _TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
                "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",

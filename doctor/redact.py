@@ -61,6 +61,7 @@ _PW_PROG = re.compile(r"(?<![\w/.-])((?:sshpass|mysql|mysqladmin|mysqldump|maria
 # PEM private keys: everything between BEGIN and END goes.
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_PEM_BEGIN_B = re.compile(_PEM_BEGIN.pattern.encode())
 _YAML_NOT = re.compile(r"(?:Error|Exception|Warning)$")
 _PW_PROGS = {"sshpass", "mysql", "mysqladmin", "mysqldump", "mariadb"}
 _USER_PROGS = {"curl", "wget"}
@@ -142,8 +143,25 @@ def _redact_pem(text: str) -> str:
 def redact_text(text: str) -> str:
     """Replace secrets in free text: assignments, flags, headers, tokens, URLs, PEM keys.
 
-    Linear in len(text); text longer than MAX_TEXT is cut (with a marker) first.
+    Linear in len(text); text longer than MAX_TEXT is cut (with a marker) first. A long
+    text is redacted line by line, only on the lines that hold a hint (_redact_dirty_lines).
     """
+    if len(text) <= _GATE_MIN or ("-----BEGIN" in text and _PEM_BEGIN.search(text)):
+        return _redact_text_plain(text)
+    tail = ""
+    if len(text) > MAX_TEXT:
+        tail = TRUNCATED.format(n=len(text) - MAX_TEXT)
+        text = text[:MAX_TEXT]
+    raw = text.encode("utf-8", "surrogatepass")  # any lone surrogate round-trips
+    out = _redact_dirty_lines(raw, "surrogatepass")
+    return (text if out is raw else out.decode("utf-8", "surrogatepass")) + tail
+
+
+_GATE_MIN = 4096  # below this the hint scan costs more than the patterns
+
+
+def _redact_text_plain(text: str) -> str:
+    """redact_text on the whole text at once (short texts, PEM keys, the reference)."""
     if not text:
         return text
     tail = ""
@@ -152,6 +170,11 @@ def redact_text(text: str) -> str:
         text = text[:MAX_TEXT]
     if "-----BEGIN" in text:
         text = _redact_pem(text)
+    return _pipeline(text) + tail
+
+
+def _pipeline(text: str) -> str:
+    """Every line-local pattern, in order (each substitution stays inside one line)."""
     text = _assignments(text)
     text = _FLAG.sub(_named, text)
     text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
@@ -163,7 +186,7 @@ def redact_text(text: str) -> str:
     text = _USER_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", text)
     text = _PW_PROG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _TOKEN.sub(REDACTED, text)
-    return text + tail
+    return text
 
 
 def redact_argv(argv: "list[str] | tuple[str, ...]") -> list[str]:
@@ -222,6 +245,8 @@ class Redactor:
     Lines are decoded with surrogateescape: invalid UTF-8 and NULs come out byte-exact.
     """
 
+    _text = staticmethod(redact_text)  # what _redact_all runs on each slice
+
     def __init__(self) -> None:
         self._pending = b""
         self._skipping = 0  # bytes dropped from the current over-long line
@@ -258,6 +283,12 @@ class Redactor:
     def _redact(self, chunk: bytes) -> bytes:
         if not chunk:
             return chunk
+        if not self._in_pem and (b"-----BEGIN" not in chunk or not _PEM_BEGIN_B.search(chunk)):
+            return _redact_dirty_lines(chunk)
+        return self._redact_all(chunk)
+
+    def _redact_all(self, chunk: bytes) -> bytes:
+        """Every line through redact_text (a PEM key may span lines: the state is kept)."""
         text = chunk.decode("utf-8", "surrogateescape")
         if self._in_pem:  # drop lines up to the END marker
             e = _PEM_END.search(text)
@@ -270,7 +301,7 @@ class Redactor:
         if last_begin is not None and not _PEM_END.search(text, last_begin.end()):
             self._in_pem = True
         if len(text) <= MAX_TEXT:
-            return redact_text(text).encode("utf-8", "surrogateescape")
+            return self._text(text).encode("utf-8", "surrogateescape")
         parts, pos = [], 0  # slices end at a newline, so no secret is cut in two
         while pos < len(text):
             end = text.rfind("\n", pos, pos + MAX_TEXT) + 1
@@ -279,9 +310,101 @@ class Redactor:
                 end = len(text) if nl < 0 else nl + 1
             if len(text) - pos <= MAX_TEXT:
                 end = len(text)
-            parts.append(redact_text(text[pos:end]))
+            parts.append(self._text(text[pos:end]))
             pos = end
         return "".join(parts).encode("utf-8", "surrogateescape")
+
+
+# A line no redaction pattern can change is copied as bytes, unread by redact_text: every
+# substitution in redact_text (PEM aside) is confined to one line, and each needs one of
+# these on that line, found in the ASCII-lowercased bytes (each pattern has a literal
+# prefix, so the scan runs at memchr speed). A secret name needs a _MARKER word; headers,
+# bearer/basic, URL userinfo, -u user:pw, sshpass/mysql -p and the token shapes have their
+# own. The non-ASCII letters that re.IGNORECASE folds onto ASCII ones (İ ı ſ K) mark a line
+# too. Over-approximating costs only time; a line missing here would leak, so the
+# differential test (tests/unit/test_redact_fast.py) compares with redact_text.
+_LITERAL_HINTS = (b"key", b"secret", b"credential", b"auth", b"cookie", b"bearer", b"basic",
+                  b"mysql", b"mariadb", b"hf_", b"xox", b"eyj",
+                  *(c.encode() for c in "\u0130\u0131\u017f\u212a"))  # İ ı ſ K
+_REGEX_HINTS = tuple((re.compile(p), None) for p in (
+    rb"token(?!s(?![a-z])|izer)", rb"://[^/\s@]*+@", rb"-u[ \t=]", rb"--(?:proxy-)?user",
+    rb"gh[pousr]_"))
+# hints that also need the byte before them checked: PASS, SK, AK, AKIA (a non-letter), PWD
+# (one of _.-); "pass" also covers PASSWORD/PASSWD and sshpass
+_PASS = re.compile(rb"pass")
+
+
+def _pass_ok(low: bytes, i: int) -> bool:
+    after = low[i + 4:i + 5]
+    return (after == b"w" or low[max(i - 3, 0):i] == b"ssh"
+            or not ((i and 0x61 <= low[i - 1] <= 0x7A) or (after and 0x61 <= after[0] <= 0x7A)))
+
+
+def _sk_ok(low: bytes, i: int) -> bool:
+    return not (i and 0x61 <= low[i - 1] <= 0x7A)
+
+
+def _pwd_ok(low: bytes, i: int) -> bool:
+    return bool(i) and low[i - 1] in b"_.-"
+
+
+_SK_PWD = ((re.compile(rb"sk(?![a-z])"), _sk_ok), (re.compile(rb"ak(?:ia|(?![a-z]))"), _sk_ok),
+           (re.compile(rb"pwd(?![a-z])"), _pwd_ok))
+
+
+def _hint_lines(low: bytes) -> list[int]:
+    """Start offsets of the lines of ``low`` (lower-cased bytes) that hold a hint. Each
+    pattern resumes after the line of its last hit, so a line full of hits costs one."""
+    starts: set[int] = set()
+
+    def mark(i: int) -> int:
+        starts.add(low.rfind(b"\n", 0, i) + 1)
+        nl = low.find(b"\n", i)
+        return len(low) if nl < 0 else nl + 1
+
+    for lit in _LITERAL_HINTS:
+        i = low.find(lit)
+        while i >= 0:
+            i = low.find(lit, mark(i))
+    for rx, ok in _REGEX_HINTS + ((_PASS, _pass_ok),) + _SK_PWD:
+        m = rx.search(low)
+        while m is not None:
+            i = m.start()
+            m = rx.search(low, mark(i) if ok is None or ok(low, i) else i + 1)
+    return sorted(starts)
+
+
+def _redact_dirty_lines(chunk: bytes, errors: str = "surrogateescape") -> bytes:
+    """redact_text's result on every line of ``chunk``, computed only for the lines that
+    hold a hint or are longer than MAX_TEXT (redact_text cuts those); the rest is copied."""
+    starts = _hint_lines(chunk.lower())
+    if len(chunk) > MAX_TEXT:  # over-long lines: redact_text cuts them with a marker
+        pos, long_ = 0, []  # a line of >= MAX_TEXT bytes (chars <= bytes); steps of MAX_TEXT
+        while len(chunk) - pos >= MAX_TEXT:
+            nl = chunk.rfind(b"\n", pos, pos + MAX_TEXT)
+            if nl >= 0:
+                pos = nl + 1
+                continue
+            long_.append(pos)
+            nl = chunk.find(b"\n", pos + MAX_TEXT)
+            if nl < 0:
+                break
+            pos = nl + 1
+        if long_:
+            starts = sorted(set(starts) | set(long_))
+    if not starts:
+        return chunk
+    out, done = [], 0
+    for start in starts:
+        nl = chunk.find(b"\n", start)
+        end = len(chunk) if nl < 0 else nl + 1
+        out.append(chunk[done:start])
+        line = chunk[start:end].decode("utf-8", errors)
+        out.append((_pipeline(line) if end - start < MAX_TEXT else _redact_text_plain(line))
+                   .encode("utf-8", errors))
+        done = end
+    out.append(chunk[done:])
+    return b"".join(out)
 
 
 def redact_bytes(data: bytes) -> bytes:

@@ -5,7 +5,8 @@ imports ``json.py`` from where the operator stands), python interpreters get ``-
 environment is an allowlist unless a probe passes the exact environment it needs. A probe that
 executes something from the service's world (its interpreter, its environment) wraps the call in
 ``as_service(RunAs(...))``: the child then drops to the service's uid/gid (no supplementary
-groups, ``no_new_privs``) before exec, and a binary another user could have written is refused.
+groups, ``no_new_privs`` through ``no_new_privs_prefix``, no preexec_fn) before exec, and a
+binary another user could have written is refused.
 When that is impossible the run raises ``SourceMissing`` (the check is a skip with the reason),
 never root execution. A context variable carries the credentials so the call passes unchanged
 through ``RecordingHost`` (collect) to ``LiveHost.run``.
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import ctypes
+import functools
 import os
 import posixpath
 import re
 import stat as _stat
+import sys
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
+from typing import Iterator, Mapping
 
 from .errors import SourceMissing
 
@@ -115,12 +117,34 @@ def credentials_for(cred: RunAs | None, shown: str) -> dict:
                         f"the doctor (uid {euid}) is not root, so it cannot switch to it")
 
 
-def no_new_privs_preexec() -> Callable[[], None]:
-    """A preexec_fn setting PR_SET_NO_NEW_PRIVS (setuid binaries gain nothing in the child)."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up in the parent, not the child
+_SETPRIV = ("/usr/bin/setpriv", "/bin/setpriv")  # util-linux
+# the fallback when no trusted setpriv is installed: the doctor's own interpreter, isolated
+# (-I -S: no site, no cwd, no PYTHON* variables), sets the flag and execs the command
+_NNP_PY = ("import ctypes, os, sys\n"
+           "if ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0) != 0:\n"
+           "    sys.exit('ascend-doctor: prctl(PR_SET_NO_NEW_PRIVS) failed: '"
+           " + os.strerror(ctypes.get_errno()))\n"
+           "os.execvp(sys.argv[1], sys.argv[1:])\n")
 
-    def preexec() -> None:
-        if prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
 
-    return preexec
+@functools.lru_cache(maxsize=1)
+def no_new_privs_prefix() -> tuple[str, ...]:
+    """An argv prefix that sets PR_SET_NO_NEW_PRIVS (setuid binaries gain nothing) and then
+    execs the command: ``setpriv --no-new-privs --`` from util-linux when a root-owned copy
+    is installed, else the doctor's interpreter doing prctl + execvp.
+
+    Why not a ``preexec_fn``: checks run in threads (doctor/engine.py) and CPython documents
+    preexec_fn as unsafe with threads (the forked child may deadlock on a lock another
+    thread held, e.g. in malloc). Everything else the child needs is done by subprocess
+    itself in C between fork and exec, with no Python code: ``user=``/``group=``/
+    ``extra_groups=`` (setgroups/setresgid/setresuid), ``start_new_session``, ``cwd``.
+    """
+    for path in _SETPRIV:
+        if not os.path.exists(path):
+            continue
+        try:
+            refuse_unsafe_binary(path, "setpriv", None)
+        except SourceMissing:
+            continue
+        return (path, "--no-new-privs", "--")
+    return (sys.executable, "-I", "-S", "-c", _NNP_PY)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
+from ..inputs import user_files
 from ..options import RunOptions
 from ..registry import provider
 from .elf import ElfHeader, ElfInfo, parse_elf, parse_elf_header
@@ -130,19 +131,27 @@ def default_dirs_for(host: Host, machine: str) -> tuple[tuple[str, ...], str]:
 class Resolver:
     """Resolves closures; parsed ELF files and probed candidates are cached across targets."""
 
-    def __init__(self, host: Host, cache: LdCache | None, ctx: SearchContext) -> None:
+    def __init__(self, host: Host, cache: LdCache | None, ctx: SearchContext,
+                 user: Host | None = None, user_paths: "tuple[str, ...]" = ()) -> None:
         self.host = host
         self.cache = cache
         self.ctx = ctx
+        # --elf files are the invoking user's (doctor/inputs.py): read through ``user``,
+        # everything they load is searched in the inspected host
+        self._user = user
+        self._user_paths = frozenset(user_paths) if user is not None else frozenset()
         self._headers: dict[str, "ElfHeader | str | None"] = {}
         self._infos: dict[str, "ElfInfo | str"] = {}
         self._real: dict[str, str] = {}
 
     # -- file access (through the Host, memoised) ----------------------------------------
+    def _src(self, path: str) -> Host:
+        return self._user if path in self._user_paths and self._user is not None else self.host
+
     def realpath(self, path: str) -> str:
         if path not in self._real:
             try:
-                self._real[path] = self.host.realpath(path)
+                self._real[path] = self._src(path).realpath(path)
             except (SourceMissing, SourceError):
                 self._real[path] = path
         return self._real[path]
@@ -151,7 +160,7 @@ class Resolver:
         """The ELF header of a candidate; None when absent, a string when not loadable."""
         if path not in self._headers:
             try:
-                with self.host.open_stream(path) as fh:
+                with self._src(path).open_stream(path) as fh:
                     head = fh.read(64)
                 self._headers[path] = parse_elf_header(head, path)
             except SourceMissing:
@@ -168,7 +177,7 @@ class Resolver:
         real = self.realpath(path)
         if real not in self._infos:
             try:
-                with self.host.open_stream(path) as fh:
+                with self._src(path).open_stream(path) as fh:
                     self._infos[real] = parse_elf(fh, path)
             except (ParseError, SourceError, SourceMissing) as exc:
                 self._infos[real] = exc.reason
@@ -448,7 +457,8 @@ def preload_for(pkg: str, target: str, stages: dict[str, tuple[str, ...]]) -> tu
 
 
 def resolve_targets(host: Host, targets: list[tuple[str, str]], env: ServiceEnv,
-                    cache: LdCache | None, pkgs: Packages | None) -> LibResolution:
+                    cache: LdCache | None, pkgs: Packages | None, user: Host | None = None,
+                    user_paths: "tuple[str, ...]" = ()) -> LibResolution:
     """Resolve every target in the load order of a real process (`import torch`, then
     `import torch_npu`, then `import vllm_ascend`; see ``load_order``). Targets built for
     another machine (vllm_ascend ships AArch64 AICPU kernels that run on the NPU's own
@@ -461,7 +471,7 @@ def resolve_targets(host: Host, targets: list[tuple[str, str]], env: ServiceEnv,
     if pkgs is not None and pkgs.executable and host.exists(pkgs.executable):
         main = host.realpath(pkgs.executable)  # ld.so takes $ORIGIN from /proc/self/exe
     ctx = SearchContext(llp, dirs, lib, plat, posixpath.dirname(main) if main else None, main)
-    res = Resolver(host, cache, ctx)
+    res = Resolver(host, cache, ctx, user, user_paths)
     pre, provided, note = torch_preload(host, pkgs)
 
     def native(t: str) -> bool:
@@ -515,4 +525,5 @@ def gather_libresolution(host: Host, options: RunOptions, env: ServiceEnv,
                             "neither package is installed in the service's interpreter "
                             "and no --elf path was given")
     cache, _why = usable_cache(host)
-    return resolve_targets(host, targets, env, cache, pkgs)
+    # --elf names the user's files (also under --root); what they load is the host's
+    return resolve_targets(host, targets, env, cache, pkgs, user_files(host), options.elf_paths)

@@ -7,6 +7,7 @@ only when no service runs in the doctor's own (which the finding then says).
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -18,22 +19,9 @@ from ..options import RunOptions
 from ..registry import provider
 from .svcaccess import refusal
 
-_SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
-
-
-def is_vllm_server(cmdline: tuple[str, ...]) -> bool:
-    """`vllm serve …` (any path to the vllm script) or `python -m vllm.entrypoints…`."""
-    if not cmdline:
-        return False
-    for i, arg in enumerate(cmdline):
-        base = posixpath.basename(arg)
-        if (base == "vllm" or arg == "vllm.entrypoints.cli.main") and i + 1 < len(cmdline) \
-                and cmdline[i + 1] == "serve":
-            return True
-        if arg in _SERVER_MODULES or any(arg.endswith(m.replace(".", "/") + ".py")
-                                         for m in _SERVER_MODULES):
-            return True
-    return False
+from ..proctable import SERVER_MODULES as _SERVER_MODULES
+from ..proctable import WORKER_MARKS as _WORKER_MARKS
+from ..proctable import is_vllm_server  # noqa: F401 (re-exported: others import it from here)
 
 
 def parse_environ(raw: bytes) -> dict[str, str]:
@@ -54,9 +42,6 @@ BOOL_FLAGS = frozenset({
     "enable-server-load-tracking", "enable-expert-parallel", "disable-custom-all-reduce",
     "async-scheduling", "headless", "enable-auto-tool-choice", "enable-prompt-embeds",
     "enable-sleep-mode", "disable-frontend-multiprocessing", "enable-lora"})
-_WORKER_MARKS = ("EngineCore", "Worker_TP", "VLLMWorker", "VLLM::Worker")
-
-
 def parse_vllm_args(argv: "tuple[str, ...] | list[str]") -> tuple[dict[str, "str | bool"], str | None]:
     """The server's flags as ``{"block-size": "16", "enable-prefix-caching": False, ...}``.
 
@@ -298,11 +283,26 @@ def _enrich(host: Host, sp: ServiceProcess, listening: dict[int, list[int]]) -> 
                           tuple(sorted(ports)), visible, env_error)
 
 
+def _full_argv(host: Host, sp: ServiceProcess) -> ServiceProcess:
+    """The pinned process's argv from /proc/PID/cmdline (the process table keeps only a
+    non-candidate's argv[0], doctor/proctable.py); the table's argv when that is unreadable."""
+    try:
+        raw = host.proc_read(sp.pid, "cmdline")
+    except (SourceMissing, SourceError):
+        return sp
+    argv = tuple(a.decode("utf-8", "replace") for a in raw.split(b"\0") if a)
+    if not argv or argv == sp.proc.cmdline:
+        return sp
+    return ServiceProcess(dataclasses.replace(sp.proc, cmdline=argv), sp.children)
+
+
 @provider
 def gather_service_processes(host: Host, options: RunOptions) -> ServiceProcesses:
     found = find_servers(host.processes(), options.pid)
     if options.pid is not None and not found.servers:
         raise SourceMissing(f"pid {options.pid}", "no such process")
+    if found.pinned:  # --pid names the service: its whole argv, even if it is no candidate
+        found = ServiceProcesses(tuple(_full_argv(host, sp) for sp in found.servers), True)
     listening: dict[int, list[int]] = {}
     if found.servers:
         try:

@@ -9,6 +9,7 @@ Secrets: the API key is sent as a bearer token on /v1 only and never kept in a f
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -150,6 +151,7 @@ class ServiceHttp:
     scrapes: tuple[MetricsSnapshot, ...] = ()
     metrics_error: str | None = None  # why /metrics gave no usable scrape
     api_key_sent: bool = False
+    pid: int | None = None  # the discovered server asked (None: the URL --service names)
 
     @property
     def health(self) -> Endpoint:
@@ -240,11 +242,42 @@ def gather_service_http(host: Host, options: RunOptions,
         # no --service: ask the server we found, on the port it listens on
         base = procs.primary.api_url(base)  # type: ignore[union-attr]
     http = gather_http(host, base, options.service_url_given, options.api_key)
+    if not options.service_url_given and found:
+        http = dataclasses.replace(http, pid=procs.primary.pid)  # type: ignore[union-attr]
     if not http.reachable and not options.service_url_given and not found:
         raise SourceMissing(f"vLLM service at {base}",
                             f"no vLLM server process and {http.health.error or 'no answer'} "
                             "(pass --service URL to name one)")
     return http
+
+
+MAX_SERVERS = 8  # servers probed on one host (each costs up to five requests and a scrape gap)
+
+
+@dataclass(frozen=True)
+class ServersHttp:
+    """Every discovered server's HTTP answers, each on its own API port (the primary's is
+    the ServiceHttp fact itself). With --service only that URL is asked: one entry."""
+
+    per_server: tuple[ServiceHttp, ...]
+    not_probed: tuple[int, ...] = ()  # pids beyond MAX_SERVERS, or sharing a URL already asked
+
+
+@provider
+def gather_servers_http(host: Host, options: RunOptions, procs: ServiceProcesses | None,
+                        http: ServiceHttp) -> ServersHttp:
+    if options.service_url_given or procs is None or len(procs.servers) < 2:
+        return ServersHttp((http,))
+    out, seen, skipped = [http], {http.base_url}, []
+    for sp in procs.servers[1:]:
+        base = sp.api_url(options.service_url).rstrip("/")
+        if base in seen or len(out) >= MAX_SERVERS:
+            skipped.append(sp.pid)
+            continue
+        seen.add(base)
+        out.append(dataclasses.replace(gather_http(host, base, False, options.api_key),
+                                       pid=sp.pid))
+    return ServersHttp(tuple(out), tuple(skipped))
 
 
 def series_names(snaps: Iterable[MetricsSnapshot], prefix: str) -> list[str]:

@@ -12,6 +12,7 @@ import tarfile
 import pytest
 
 from doctor import bundle
+import doctor.bundle.read  # the caps live in the reader (doctor/bundle/read.py)
 from doctor.bundle import BundleData
 from doctor.errors import BundleError
 
@@ -28,14 +29,14 @@ def _tar(n_members: int, size: int) -> bytes:
 
 @pytest.mark.parametrize("compress", [True, False])
 def test_total_inflated_cap(monkeypatch, compress):
-    monkeypatch.setattr(bundle, "MAX_INFLATED", 4 * 1024 * 1024)
+    monkeypatch.setattr(bundle.read, "MAX_INFLATED", 4 * 1024 * 1024)
     data = _tar(6, 1024 * 1024)
     with pytest.raises(BundleError, match="inflates past 4 MiB"):
         BundleData.load(gzip.compress(data) if compress else data)
 
 
 def test_index_member_cap(monkeypatch):
-    monkeypatch.setattr(bundle, "MAX_INDEX", 1000)
+    monkeypatch.setattr(bundle.read, "MAX_INDEX", 1000)
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
         body = b"{" + b'"a":1,' * 300 + b'"b":2}'

@@ -248,23 +248,26 @@ def test_loop_and_non_utf8_are_findings(sysroot):
     assert any("include loop" in f.message for f in fs) and any("UTF-8" in f.message for f in fs)
 
 
-def test_engine_truncated_cache_and_corrupt_elf_are_named_errors(sysroot):
+def test_engine_truncated_cache_and_corrupt_elf_are_named_errors(sysroot, tmp_path):
     from doctor.engine import RunConfig, run
     from doctor.options import RunOptions
     from doctor.probes.ldcache import build_ldcache
     sys_libs(sysroot)
     sysroot.write("/etc/ld.so.conf", "/usr/lib/x86_64-linux-gnu\n")
     sysroot.write("/etc/ld.so.cache", build_ldcache([("libc.so.6", "/lib/libc.so.6", 0x303)])[:40])
-    sysroot.write("/opt/bad/libbroken.so", b"\x7fELF\x02\x01\x01" + b"\0" * 9 + b"\x03\x00>\x00")
-    good = build(sysroot, "/opt/ok/libok.so")
+    # --elf files are the user's (read from this machine, not the sysroot; DESIGN Additions)
+    bad = tmp_path / "user" / "bad" / "libbroken.so"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 9 + b"\x03\x00>\x00")
+    good = gcc(tmp_path / "user" / "ok" / "libok.so")
     assert good.exists()
-    opts = RunOptions(elf_paths=("/opt/bad/libbroken.so", "/opt/ok/libok.so"))
+    opts = RunOptions(elf_paths=(str(bad), str(good)))
     r = run(sysroot.host(), options=opts, config=RunConfig(only=("ldconf.cache", "libacl.resolve")))
     by = {x.check_id: x for x in r.results}
     (e,) = by["ldconf.cache"].findings
     assert e.status == Status.ERROR and "/etc/ld.so.cache" in e.message and "truncated" in e.message
     errs = [f for f in by["libacl.resolve"].findings if f.status == Status.ERROR]
-    assert len(errs) == 1 and "/opt/bad/libbroken.so" in errs[0].message
+    assert len(errs) == 1 and str(bad) in errs[0].message
     # the good library still resolves (libc found in the default dirs despite the bad cache)
     assert not [f for f in by["libacl.resolve"].findings if f.status == Status.FAIL]
 
