@@ -65,13 +65,16 @@ def test_relative_inputs_with_a_sysroot_are_read_from_the_cwd(tmp_path):
 def test_a_named_input_that_cannot_be_read_is_an_error_and_exit_1(tmp_path):
     cwd = tmp_path / "work"
     cwd.mkdir()
+    # an empty sysroot: no live vLLM on the machine running the tests adds its own log
+    empty = tmp_path / "root"
+    empty.mkdir()
     for args, flag, name, cid in (
             (["--pcap", "missing.pcapng"], "--pcap", "missing.pcapng", "dns.capture"),
             (["--profile", "./PROF_000001"], "--profile", "PROF_000001", "msprof.export"),
             (["--block-audit", "gone.jsonl"], "--block-audit", "gone.jsonl",
              "block_tables.invariants"),
             (["--log", "logs/server.log"], None, "logs/server.log", "logs.signatures")):
-        r, checks = run(cwd, *args)
+        r, checks = run(cwd, "--root", str(empty), *args)
         assert r.returncode == 1, (args, r.stdout[-500:], r.stderr[-500:])
         fs = checks[cid]["findings"]
         assert [f["status"] for f in fs] == ["error"], (args, fs)
