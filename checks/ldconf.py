@@ -27,17 +27,19 @@ def _is_driver_lib64(path: str) -> bool:
 
 @check("ldconf.order", title="Ascend driver libraries come first in ld.so.conf",
        category=Category.LIBS, tags=("libs", "ldconf"))
-def driver_first(conf: LdSoConf) -> Iterator[Finding]:
+def driver_first(conf: LdSoConf, state: LdConfState | None = None) -> Iterator[Finding]:
     ascend = [d for d in conf.search_dirs if _is_ascend(d.path)]
     order = [f"{d.path} ({d.origin})" for d in ascend]
     if not ascend:
         conf_files = [f.path for f in conf.files]
+        # an Ascend conf file ldconfig does not read explains the absence (ldconf.reached)
+        unread = [unread_key(u.path) for u in (state.unreached if state else ()) if u.ascend_dirs]
         yield Finding.fail(
             "no Ascend directory is configured in /etc/ld.so.conf or the files it includes "
             f"(read: {', '.join(conf_files)}); libascendcl.so / libascend_hal.so are then found "
             "only through LD_LIBRARY_PATH",
             subject="/etc/ld.so.conf", evidence={"conf_files": conf_files, "dirs": conf.dirs},
-            kb="ASC-LIB-002", fix="ldconf.ascend-conf")
+            kb="ASC-LIB-002", fix="ldconf.ascend-conf", explained_by=unread)
         return
     first = ascend[0]
     if not _is_driver_lib64(first.path):
@@ -55,6 +57,13 @@ def driver_first(conf: LdSoConf) -> Iterator[Finding]:
 
 # -- reached, permissions, directories, cache, parse problems -------------------------------
 MAX_STALE_SHOWN = 8
+STALE_CACHE = "ldconf.stale-cache"  # cause key: /etc/ld.so.cache older than, or lacking, the conf
+
+
+def unread_key(path: str) -> str:
+    """The cause key of "ldconfig does not read this conf file" (not included, or mode 600);
+    findings explained by it (libraries not found, no Ascend dir configured) name it."""
+    return f"ldconf.unread:{path}"
 
 
 @check("ldconf.reached", title="Ascend ld.so.conf files are read by ldconfig",
@@ -68,7 +77,8 @@ def reached(conf: LdSoConf, state: LdConfState) -> Iterator[Finding]:
             "are not in /etc/ld.so.cache",
             subject=u.path, evidence={"file": u.path, "ascend_dirs": list(u.ascend_dirs),
                                       "reached": [f.path for f in conf.files]},
-            kb="ASC-LIB-002", fix="ldconf.ascend-conf", fix_params={"unreached": u.path})
+            kb="ASC-LIB-002", fix="ldconf.ascend-conf", fix_params={"unreached": u.path},
+            cause=unread_key(u.path))
     if not state.unreached:
         yield Finding.passed(f"every Ascend conf file under /etc/ld.so.conf.d is reached from "
                              f"{LDSO_CONF} ({len(conf.files)} file(s) read)")
@@ -87,7 +97,8 @@ def perms(conf: LdSoConf, state: LdConfState) -> Iterator[Finding]:
                 "a tool without that user's rights skips it silently (seed: mode 600 kept "
                 "libacl.so out of the cache); chmod 644 it and run ldconfig",
                 subject=f.path, evidence={"file": f.path, "mode": f"{f.mode:04o}", "uid": f.uid},
-                kb="ASC-LIB-004", fix="ldconf.ascend-conf", fix_params={"chmod": f.path})
+                kb="ASC-LIB-004", fix="ldconf.ascend-conf", fix_params={"chmod": f.path},
+                cause=unread_key(f.path))
         elif not f.readable:
             bad += 1
             yield Finding.fail(f"{f.path} cannot be read by the doctor: {f.error}",
@@ -166,18 +177,23 @@ def cache_fresh(conf: LdSoConf, state: LdConfState, cache: LdCache | None, host:
             f"({len(newer)} conf file(s) changed after the last ldconfig): run ldconfig",
             subject=LDCACHE, evidence={"cache_mtime": cache.mtime,
                                        "newer": {x.path: x.mtime for x in newer}},
-            kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True})
+            kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True},
+            cause=STALE_CACHE)
     lacking = _lacking(host, cache, state)
     if lacking:
         stale = True
         shown = ", ".join(p for p, _ in lacking[:MAX_STALE_SHOWN])
+        # a conf file that is not world-readable explains the libraries of its directories
+        unreadable = {f.path for f in conf.files if f.mode is not None and not f.mode & 0o004}
+        origins = {o.rsplit(":", 1)[0] for _, o in lacking}
         yield Finding.fail(
             f"{LDCACHE} ({len(cache.entries)} entries, {cache.format} format) lacks "
             f"{len(lacking)} librar{'y' if len(lacking) == 1 else 'ies'} present in configured "
             f"directories: {shown}" + (" …" if len(lacking) > MAX_STALE_SHOWN else "")
             + f" (first configured at {lacking[0][1]}): the cache is stale, run ldconfig",
             subject=LDCACHE, evidence={"lacking": [p for p, _ in lacking]},
-            kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True})
+            kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True},
+            cause=STALE_CACHE, explained_by=[unread_key(p) for p in sorted(origins & unreadable)])
     if not stale:
         yield Finding.passed(f"{LDCACHE} ({cache.format} format, {len(cache.entries)} entries) "
                              f"is newer than the {len(conf.files)} conf files and lists every "

@@ -102,6 +102,11 @@ def health(smi: NpuSmi) -> Iterator[Finding]:
         yield Finding.passed(f"all {len(smi.info.chips)} chip(s) report health OK")
 
 
+def hot_key(npu: object) -> str:
+    """Cause key "this NPU runs hot": npu-smi and the exporter's metric are one problem."""
+    return f"npu.hot:{npu}"
+
+
 @check("npu.temperature", title="NPU temperatures are below 75 °C", category=Category.NPU,
        tags=("npu", "health"), timeout=SMI_CHECK_TIMEOUT_S)
 def temperature(smi: NpuSmi) -> Iterator[Finding]:
@@ -119,7 +124,8 @@ def temperature(smi: NpuSmi) -> Iterator[Finding]:
             bad += 1
             yield Finding.fail(f"{subject} is at {c.temp_c} °C (≥ {TEMP_FAIL_C} °C: the chip "
                                "throttles; check fans and airflow)", subject=subject,
-                               evidence={"temp_c": c.temp_c, "all": temps}, kb="ASC-NPU-002")
+                               evidence={"temp_c": c.temp_c, "all": temps}, kb="ASC-NPU-002",
+                               cause=hot_key(c.npu))
         elif c.temp_c >= TEMP_WARN_C:
             bad += 1
             yield Finding.warn(f"{subject} is at {c.temp_c} °C (≥ {TEMP_WARN_C} °C, normal is "
