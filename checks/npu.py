@@ -13,7 +13,7 @@ from doctor.errors import SourceError, SourceMissing
 from doctor.host import Host
 from doctor.model import Category, Finding
 from doctor.probes.devices import ContainerInfo
-from doctor.probes.npusmi import NpuSmi, kv_get
+from doctor.probes.npusmi import NpuSmi, NpuSmiInfo, kv_get
 from doctor.probes.procs import ServiceProcesses
 from doctor.registry import check
 
@@ -63,7 +63,18 @@ def smi_runs(smi: NpuSmi) -> Iterator[Finding]:
                             subject="npu-smi", kb="ASC-NPU-004")
     yield Finding.passed(f"npu-smi {info.tool_version} (driver {info.driver_version}): "
                          f"{len(info.npu_ids)} NPU(s), {len(info.chips)} chip(s)",
-                         evidence={"npus": info.npu_ids})
+                         evidence={"npus": info.npu_ids, "chips": chip_table(info)})
+
+
+def chip_table(info: NpuSmiInfo) -> list[dict]:
+    """One row per chip (as ``npu-smi info`` prints them) for the report's per-NPU table."""
+    procs: dict[tuple[int, int], list[str]] = {}
+    for p in info.processes:
+        procs.setdefault((p.npu, p.chip), []).append(f"{p.pid} {p.name} ({p.mem_mb} MB)")
+    return [{"npu": c.npu, "chip": c.chip, "name": c.name, "health": c.health,
+             "temp_c": c.temp_c, "power_w": c.power_w, "aicore_pct": c.aicore_pct,
+             "hbm_used_mb": c.hbm_used_mb, "hbm_total_mb": c.hbm_total_mb,
+             "processes": procs.get((c.npu, c.chip), [])} for c in info.chips]
 
 
 @check("npu.health", title="Every NPU reports health OK", category=Category.NPU,
