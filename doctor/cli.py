@@ -131,7 +131,7 @@ def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
     if as_json:
         from .report import jsonreport
         ids = {k for _, f in report.findings() for k in f.kb}
-        sys.stdout.write(jsonreport.render(report, kb.titles(ids, lang)))
+        sys.stdout.write(jsonreport.render(report, kb.titles(ids, lang), kb, lang))
     elif markdown:
         from .report import markdown as md
         sys.stdout.write(md.render(report, kb, lang))

@@ -75,10 +75,17 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
         return []
     report = run(factory(), options, Registry.discover(plugins=False),
                  RunConfig(only=tuple(only or ())))
+    from knowledge import load
+
+    from . import ranking
+    kb = load()
+    pairs = [(r, f) for r, f in report.findings() if f.fix is not None
+             and f.status.value in ("fail", "warn", "error")]
+    # worst first, by the ranking the report and the TUI use
     return [{"check": r.check_id, "status": f.status.value, "message": f.message,
+             "severity": ranking.severity(f, r, kb).value,
              "fix": f.fix.id, "params": dict(f.fix.params), "kb": list(f.kb)}
-            for r, f in report.findings() if f.fix is not None
-            and f.status.value in ("fail", "warn", "error")]
+            for r, f in ranking.rank_findings(pairs, kb)]
 
 
 @click.command("fix")

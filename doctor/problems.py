@@ -17,10 +17,11 @@ Ordering is doctor/ranking.py's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from . import ranking
-from .model import CheckResult, Finding, Report, Severity, Status, worst
+from .model import CheckResult, Finding, Report, Severity, Status
+from .model import worst as worst_status
 
 Pair = tuple[CheckResult, Finding]
 
@@ -41,7 +42,7 @@ class Problem:
 
     @property
     def status(self) -> Status:
-        return worst([f.status for _, f in self.members])
+        return worst_status([f.status for _, f in self.members])
 
     @property
     def head(self) -> Pair:
@@ -62,14 +63,15 @@ class Problem:
         return r.title
 
 
-def _index(report: Report) -> list[tuple[CheckResult, Finding, int]]:
-    return [(r, f, i) for r in report.results for i, f in enumerate(r.findings)
+def _index(results: Iterable[CheckResult]) -> list[tuple[CheckResult, Finding, int]]:
+    return [(r, f, i) for r in results for i, f in enumerate(r.findings)
             if f.status in ranking.ACTIONABLE]
 
 
-def group(report: Report, kb: Any = None) -> list[Problem]:
-    """The run's problems, worst first (doctor/ranking.py)."""
-    items = _index(report)
+def group(report: Report | Iterable[CheckResult], kb: Any = None) -> list[Problem]:
+    """The run's problems, worst first (doctor/ranking.py). Takes a Report, or the results
+    received so far (the TUI, while checks still run)."""
+    items = _index(report.results if isinstance(report, Report) else report)
     own: list[str] = []
     by_cause: dict[str, int] = {}
     first_of_check: dict[str, int] = {}
@@ -110,6 +112,10 @@ def group(report: Report, kb: Any = None) -> list[Problem]:
         if not roots:  # cannot happen (the root's own item is in its group); keep it safe
             roots, symptoms = symptoms[:1], symptoms[1:]
         pr = ranking.rank_findings([items[n][:2] for n in roots], kb)
+        # among equally ranked roots, the check that states the cause most often leads
+        per_check = {r.check_id: sum(1 for x, _ in pr if x.check_id == r.check_id) for r, _ in pr}
+        pr = sorted(pr, key=lambda t: (tuple(-x for x in ranking.finding_key(t[1], t[0], kb)),
+                                       -per_check[t[0].check_id]))
         ps = ranking.rank_findings([items[n][:2] for n in symptoms], kb)
         sev = max((ranking.severity(f, r, kb) for r, f in pr + ps),
                   key=ranking.SEV_RANK.__getitem__)
@@ -122,6 +128,12 @@ def ref(problem: Problem, pair: Pair) -> dict[str, Any]:
     """Where a member finding sits in the report: its check id and index among its findings."""
     check_id, index = problem.refs.get(id(pair[1]), (pair[0].check_id, 0))
     return {"check": check_id, "finding": index}
+
+
+def worst(results: Report | Iterable[CheckResult], kb: Any = None) -> Pair | None:
+    """The finding to read first: the head of the worst problem (the TUI's ``w``)."""
+    probs = group(results, kb)
+    return probs[0].head if probs else None
 
 
 def failed_checks(report: Report) -> int:

@@ -93,8 +93,13 @@ class _ProblemLike(Protocol):
     def status(self) -> Status: ...
     @property
     def key(self) -> str: ...
+    @property
+    def head(self) -> tuple[CheckResult, Finding]: ...
 
 
-def problem_key(p: _ProblemLike) -> tuple[int, int, int, str]:
-    """Sort key (ascending = first): severity, then how many findings it explains."""
-    return (-SEV_RANK[p.severity], -len(p.members), -STATUS_WEIGHT.get(p.status, 0), p.key)
+def problem_key(p: _ProblemLike) -> tuple[int, int, int, int, int, str]:
+    """Sort key (ascending = first): severity, then how many findings it explains, then a
+    real fail before a crash before a warning, then the actionable (a fix, a KB entry)."""
+    f = p.head[1]
+    return (-SEV_RANK[p.severity], -len(p.members), -STATUS_WEIGHT.get(p.status, 0),
+            -int(f.fix is not None), -int(bool(f.kb)), p.key)
