@@ -14,6 +14,7 @@ from doctor.model import Category, Finding
 from doctor.probes.elf import parse_elf
 from doctor.probes.ldcache import LDCACHE, LdCache
 from doctor.probes.ldconf import LDSO_CONF, ConfFile, LdConfState, LdSoConf
+from doctor.probes.stack import AscendStack
 from doctor.registry import check
 
 
@@ -27,7 +28,10 @@ def _is_driver_lib64(path: str) -> bool:
 
 @check("ldconf.order", title="Ascend driver libraries come first in ld.so.conf",
        category=Category.LIBS, tags=("libs", "ldconf"))
-def driver_first(conf: LdSoConf, state: LdConfState | None = None) -> Iterator[Finding]:
+def driver_first(conf: LdSoConf, state: LdConfState | None = None,
+                 stack: AscendStack | None = None) -> Iterator[Finding]:
+    if stack is not None:
+        stack.require()  # no Ascend stack: no Ascend directory is expected in ld.so.conf
     ascend = [d for d in conf.search_dirs if _is_ascend(d.path)]
     order = [f"{d.path} ({d.origin})" for d in ascend]
     if not ascend:
@@ -68,7 +72,10 @@ def unread_key(path: str) -> str:
 
 @check("ldconf.reached", title="Ascend ld.so.conf files are read by ldconfig",
        category=Category.LIBS, tags=("libs", "ldconf"))
-def reached(conf: LdSoConf, state: LdConfState) -> Iterator[Finding]:
+def reached(conf: LdSoConf, state: LdConfState, stack: AscendStack | None = None
+            ) -> Iterator[Finding]:
+    if stack is not None:
+        stack.require()
     for u in state.unreached:
         dirs = ", ".join(u.ascend_dirs) or "no directories"
         yield Finding.fail(
@@ -158,8 +165,10 @@ def _lacking(host: Host, cache: LdCache, state: LdConfState) -> list[tuple[str, 
 
 @check("ldconf.cache", title="/etc/ld.so.cache exists and is up to date",
        category=Category.LIBS, tags=("libs", "ldconf", "ldcache"))
-def cache_fresh(conf: LdSoConf, state: LdConfState, cache: LdCache | None, host: Host
-                ) -> Iterator[Finding]:
+def cache_fresh(conf: LdSoConf, state: LdConfState, cache: LdCache | None, host: Host,
+                stack: AscendStack | None = None) -> Iterator[Finding]:
+    if stack is not None:
+        stack.require()  # the cache is checked for the Ascend libraries' sake (ldconf recipe)
     if cache is None:
         yield Finding.fail(f"{LDCACHE} is missing: ld.so only searches LD_LIBRARY_PATH, "
                            "RPATH/RUNPATH and the default directories; run ldconfig",

@@ -17,12 +17,12 @@ from typing import Any, Iterable, TextIO
 from .. import problems as _problems
 from .. import ranking
 from ..model import Category, CheckResult, Finding, Report, Status
+from ..probes.stack import NO_STACK_SOURCE
 from ..redact import neutralise, redact_text
 
 WIDTH = 100
 DETAILED = 4  # problems shown in full by default; the others get one line each
 MESSAGE_LINES = 2  # lines of a root finding's message in the short view
-NO_STACK_SOURCE = "Ascend stack"  # SourceMissing source of checks that need an Ascend stack
 
 GLYPHS = {Status.PASS: "✔", Status.INFO: "ℹ", Status.WARN: "▲", Status.FAIL: "✖",
           Status.SKIP: "○", Status.ERROR: "⚠"}
@@ -149,8 +149,8 @@ def verdict(report: Report, probs: list[_problems.Problem], kb: Any = None,
         reason = next((f.evidence.get("reason", "") for _, f in report.findings()
                        if isinstance(f.evidence, dict)
                        and f.evidence.get("source") == NO_STACK_SOURCE), "")
-        text = (f"No Ascend stack on this host ({reason}): "
-                f"{_plural(len(absent), 'check')} that need one skipped")
+        text = (f"No Ascend stack on this host: {reason} "
+                f"({_plural(len(absent), 'check')} that need one skipped)")
         if warning:
             text += f"; {_plural(len(warning), 'warning')}"
         return Status.SKIP, text
