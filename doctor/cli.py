@@ -369,8 +369,9 @@ def collect_cmd(output: str | None, only=(), skip=(), **kw: Any) -> None:
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
 @click.option("--only", multiple=True)
 @click.option("--skip", multiple=True)
+@click.option("-v", "--verbose", is_flag=True, help="Show every problem in full, passes and skips.")
 def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, lang: str | None,
-             only=(), skip=()) -> None:
+             only=(), skip=(), verbose: bool = False) -> None:
     """Diagnose the bundled broken 8x910B host (exits 0: showing failures is its job)."""
     from .demo import demo_bundle_bytes
 
@@ -393,7 +394,8 @@ def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, l
         return
     report = run_report(BundleHost(data), options, _split(only), _split(skip), None,
                         context="demo")
-    emit(report, as_json=as_json, junit=None, markdown=markdown, lang=options.lang)
+    emit(report, as_json=as_json, junit=None, markdown=markdown, lang=options.lang,
+         verbose=verbose)
 
 
 @main.command("tui")
