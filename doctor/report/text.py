@@ -54,6 +54,9 @@ def _safe(text: str) -> str:
 
 
 def _cells(text: str) -> int:
+    """Terminal cells of ``text``; ASCII (nearly all of a report) without asking Rich."""
+    if text.isascii():
+        return len(text)
     from rich.cells import cell_len
     return cell_len(text)
 
@@ -61,31 +64,46 @@ def _cells(text: str) -> int:
 def wrap(text: str, width: int, first: str = "", rest: str | None = None,
          max_lines: int | None = None) -> list[str]:
     """Greedy word wrap by terminal cells (CJK counts double); words longer than a line
-    are cut; with ``max_lines`` the last kept line ends in "…"."""
+    are cut; with ``max_lines`` the last kept line ends in "…". Linear in the text."""
     rest = first if rest is None else rest
     lines: list[str] = []
-    cur, prefix = "", first
+    words: list[str] = []
+    prefix, used = first, 0  # used: cells of " ".join(words)
+    room = width - _cells(prefix)
     for word in text.split():
+        wlen = _cells(word)
         while True:
-            room = width - _cells(prefix)
-            cand = f"{cur} {word}" if cur else word
-            if _cells(cand) <= room:
-                cur = cand
+            need = wlen + (1 if words else 0)
+            if used + need <= room:
+                words.append(word)
+                used += need
                 break
-            if cur:
-                lines.append(prefix + cur)
-                cur, prefix = "", rest
+            if words:
+                lines.append(prefix + " ".join(words))
+                words, used, prefix = [], 0, rest
+                room = width - _cells(prefix)
+                if max_lines is not None and len(lines) > max_lines:
+                    break
                 continue
-            # a single word wider than the line: cut it
-            cut = 1
-            while cut < len(word) and _cells(word[:cut + 1]) <= room:
+            # a single word wider than the line: cut it at the room left
+            cut, acc = 0, 0
+            for ch in word:
+                c = _cells(ch)
+                if acc + c > room:
+                    break
+                acc += c
                 cut += 1
+            cut = max(cut, 1)
             lines.append(prefix + word[:cut])
             word, prefix = word[cut:], rest
+            room = width - _cells(prefix)
+            wlen = _cells(word)
             if not word:
                 break
-    if cur or not lines:
-        lines.append(prefix + cur)
+        if max_lines is not None and len(lines) > max_lines:
+            break
+    if words or not lines:
+        lines.append(prefix + " ".join(words))
     if max_lines is not None and len(lines) > max_lines:
         lines = lines[:max_lines]
         last = lines[-1]
@@ -111,6 +129,7 @@ class _Out:
     def __init__(self, console: Any) -> None:
         self.console = console
         self.count = 0
+        self.buf: list[str] = []
 
     def line(self, text: str = "", style: str | None = None, lead: str = "",
              lead_style: str | None = None) -> None:
@@ -120,8 +139,13 @@ class _Out:
             body = f"[{style}]{body}[/]"
         if lead:
             body = (f"[{lead_style}]{escape(lead)}[/]" if lead_style else escape(lead)) + body
-        self.console.print(body)
+        self.buf.append(body)  # printed at once by flush(): one Rich render, not one per line
         self.count += 1
+
+    def flush(self) -> None:
+        if self.buf:
+            self.console.print("\n".join(self.buf))
+        self.buf = []
 
     def para(self, text: str, first: str, rest: str | None = None, style: str | None = None,
              max_lines: int | None = None) -> None:
@@ -376,6 +400,7 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
     tail = "" if verbose else "; -v lists them all"
     out.para(f"summary: {', '.join(parts)} — {len(report.results)} checks in "
              f"{report.duration_s:.2f} s{tail}", "")
+    out.flush()
 
 
 __all__ = ["render", "verdict", "wrap", "WIDTH", "NO_STACK_SOURCE", "ranking"]
