@@ -22,6 +22,7 @@ from ..redact import neutralise, redact_text
 
 WIDTH = 100
 DETAILED = 4  # problems shown in full by default; the others get one line each
+FEW_CHECKS = 3  # runs of at most this many checks are shown in full (as with -v)
 MESSAGE_LINES = 2  # lines of a root finding's message in the short view
 
 GLYPHS = {Status.PASS: "✔", Status.INFO: "ℹ", Status.WARN: "▲", Status.FAIL: "✖",
@@ -180,7 +181,7 @@ def verdict(report: Report, probs: list[_problems.Problem], kb: Any = None,
         return Status.SKIP, text
     if not probs:
         s = report.summary
-        return Status.PASS, (f"No problem found: {s['pass']} checks passed"
+        return Status.PASS, (f"No problem found: {_plural(s['pass'], 'check')} passed"
                              + (f", {s['skip']} skipped" if s["skip"] else ""))
     worst = failing[0] if failing else warning[0]
     nfail = _problems.failed_checks(report)
@@ -332,6 +333,8 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
                       force_terminal=None if not no_color else False, emoji=False)
     glyph = _glyphs(stream)
     out = _Out(console)
+    # a narrow run (--only a few checks) is a question about those checks: answer in full
+    verbose = verbose or len(report.results) <= FEW_CHECKS
     probs = _problems.group(report, kb)
 
     st, text = verdict(report, probs, kb, lang)
@@ -344,6 +347,9 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
     out.line(_fit(f"ascend-doctor {report.tool_version} — {_clean(h.hostname)} "
                   f"({_clean(h.os or h.arch)}, kernel {_clean(h.kernel)}) — context: "
                   f"{report.context}"), "dim")
+    inputs = report.inputs if isinstance(report.inputs, dict) else {}
+    if inputs.get("service_url_given") and inputs.get("service_url"):
+        out.line(_fit(f"service: {_clean(inputs['service_url'])}"), "dim")
 
     out.line()
     for cst, ctext in _category_lines(report, probs, kb, lang):
