@@ -176,3 +176,17 @@ def test_a_driver_alone_is_a_stack_and_the_missing_nodes_fail_again(cli, sysroot
     r = cli("check", "--root", str(sysroot.root))
     assert "No Ascend stack" not in r.stdout
     assert r.stdout.splitlines()[0].startswith("✖ ")
+
+
+def test_the_fix_list_follows_the_problem_ranking(cli, tmp_path, demo_json):
+    bundle = tmp_path / "demo.tar.gz"
+    assert cli("demo", "--export", str(bundle)).returncode == 0
+    r = cli("fix", "--bundle", str(bundle), "--demo-root", str(tmp_path / "overlay"), "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["fixable"]
+    # the root cause's recipe first (not the alphabetically first fixable check, dns.hosts-pin)
+    assert rows[0]["fix"] == "ldconf.ascend-conf"
+    assert rows[0]["check"] in demo_json["problems"][0]["checks"]
+    recipes = list(dict.fromkeys(x["fix"] for x in rows))
+    top = [p["fix"] for p in demo_json["problems"] if p["fix"]]
+    assert recipes[:2] == list(dict.fromkeys(top))[:2]
