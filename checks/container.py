@@ -13,12 +13,15 @@ from typing import Iterator
 from doctor.model import Category, Finding
 from doctor.probes.devices import AscendDevices, ContainerInfo, can_rw
 from doctor.probes.procs import ServiceEnv, ServiceProcesses
+from doctor.probes.stack import AscendStack
 from doctor.registry import check
 
 
 @check("container.devices", title="Ascend device nodes exist and the service can open them",
        category=Category.CONTAINER, tags=("container", "devices", "npu"))
-def devices(dev: AscendDevices) -> Iterator[Finding]:
+def devices(dev: AscendDevices, stack: AscendStack | None = None) -> Iterator[Finding]:
+    if stack is not None:
+        stack.require()  # no Ascend stack at all: one absence, said once (skip)
     nodes = list(dev.chips) + list(dev.control)
     if not dev.chips and all(n.stat is None and n.error is None for n in dev.control):
         yield Finding.fail("no Ascend device node at all (/dev/davinci<N>, "

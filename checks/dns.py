@@ -55,6 +55,11 @@ def _service_name(c: ClientDns, t: DnsTraffic) -> str | None:
     return c.top_names[0][0] if c.top_names else None
 
 
+def per_request_key(client: str) -> str:
+    """Cause key "this load client resolves the service name before every connection"."""
+    return f"dns.per-request:{client}"
+
+
 @check("dns.per-request", title="Load clients do not resolve the service name per request",
        category=Category.NETWORK, tags=("dns", "net", "loadgen"), timeout=CAPTURE_TIMEOUT)
 def per_request(t: DnsTraffic) -> Iterator[Finding]:
@@ -79,7 +84,8 @@ def per_request(t: DnsTraffic) -> Iterator[Finding]:
                 f"{addr}:{target[1] if target else '?'}: {c.qps:g} DNS queries/s "
                 f"(peak {c.peak_qps}/s){_partial(t)}",
                 subject=c.address, evidence=ev, kb="ASC-NET-001", fix="dns.hosts-pin",
-                fix_params={"hostname": name or "", "address": addr})
+                fix_params={"hostname": name or "", "address": addr},
+                cause=per_request_key(c.address))
         else:
             yield Finding.passed(
                 f"client {c.address}: {c.syns_after_lookup} of {c.syns} new connections "
@@ -115,8 +121,11 @@ def latency(t: DnsTraffic) -> Iterator[Finding]:
         msg = (f"client {c.address}: DNS latency p50 {lat['p50']:g} ms, p99 {lat['p99']:g} ms "
                f"(max {lat['max']:g}) over {lat['samples']} answers; {c.unanswered} of "
                f"{c.queries} queries unanswered ({unans:.1%}){_partial(t)}")
+        # a client resolving before every connection loads the resolver (the seed's 1 → 200 ms)
+        floods = (c.per_request_fraction or 0) >= PER_REQUEST and c.syns >= MIN_SYNS
         if lat["p99"] >= LAT_FAIL_MS or unans >= 0.05:
-            yield Finding.fail(msg, subject=c.address, evidence=ev, kb="ASC-NET-001")
+            yield Finding.fail(msg, subject=c.address, evidence=ev, kb="ASC-NET-001",
+                               explained_by=per_request_key(c.address) if floods else ())
         elif lat["p99"] >= LAT_WARN_MS or unans >= 0.01:
             yield Finding.warn(msg, subject=c.address, evidence=ev, kb="ASC-NET-001")
         else:
@@ -217,7 +226,8 @@ def hosts_pin(r: ResolverConfig, t: DnsTraffic | None, options: RunOptions) -> I
             f"{name} is not in /etc/hosts and client {per_req.address} resolves it before "
             f"{per_req.per_request_fraction:.0%} of its connections: pin it to {address}",
             subject="/etc/hosts", evidence=ev, kb="ASC-NET-001", fix="dns.hosts-pin",
-            fix_params={"hostname": name, "address": address})
+            fix_params={"hostname": name, "address": address},
+            cause=per_request_key(per_req.address))
         return
     extra = (f"; load clients here: {', '.join(ev['load_clients'][:4])}" if r.load_clients else "")
     if r.load_clients:

@@ -10,6 +10,7 @@ from doctor.model import Category, Finding
 from doctor.probes.cachegaps import CacheGaps
 from doctor.probes.ldcache import LDCACHE, LdCache
 from doctor.probes.ldconf import LDSO_CONF, ConfFile, LdConfState, LdSoConf
+from doctor.probes.stack import AscendStack
 from doctor.registry import check
 
 
@@ -23,17 +24,22 @@ def _is_driver_lib64(path: str) -> bool:
 
 @check("ldconf.order", title="Ascend driver libraries come first in ld.so.conf",
        category=Category.LIBS, tags=("libs", "ldconf"))
-def driver_first(conf: LdSoConf) -> Iterator[Finding]:
+def driver_first(conf: LdSoConf, state: LdConfState | None = None,
+                 stack: AscendStack | None = None) -> Iterator[Finding]:
+    if stack is not None:
+        stack.require()  # no Ascend stack: no Ascend directory is expected in ld.so.conf
     ascend = [d for d in conf.search_dirs if _is_ascend(d.path)]
     order = [f"{d.path} ({d.origin})" for d in ascend]
     if not ascend:
         conf_files = [f.path for f in conf.files]
+        # an Ascend conf file ldconfig does not read explains the absence (ldconf.reached)
+        unread = [unread_key(u.path) for u in (state.unreached if state else ()) if u.ascend_dirs]
         yield Finding.fail(
             "no Ascend directory is configured in /etc/ld.so.conf or the files it includes "
             f"(read: {', '.join(conf_files)}); libascendcl.so / libascend_hal.so are then found "
             "only through LD_LIBRARY_PATH",
             subject="/etc/ld.so.conf", evidence={"conf_files": conf_files, "dirs": conf.dirs},
-            kb="ASC-LIB-002", fix="ldconf.ascend-conf")
+            kb="ASC-LIB-002", fix="ldconf.ascend-conf", explained_by=unread)
         return
     first = ascend[0]
     if not _is_driver_lib64(first.path):
@@ -51,11 +57,21 @@ def driver_first(conf: LdSoConf) -> Iterator[Finding]:
 
 # -- reached, permissions, directories, cache, parse problems -------------------------------
 MAX_STALE_SHOWN = 8
+STALE_CACHE = "ldconf.stale-cache"  # cause key: /etc/ld.so.cache older than, or lacking, the conf
+
+
+def unread_key(path: str) -> str:
+    """The cause key of "ldconfig does not read this conf file" (not included, or mode 600);
+    findings explained by it (libraries not found, no Ascend dir configured) name it."""
+    return f"ldconf.unread:{path}"
 
 
 @check("ldconf.reached", title="Ascend ld.so.conf files are read by ldconfig",
        category=Category.LIBS, tags=("libs", "ldconf"))
-def reached(conf: LdSoConf, state: LdConfState) -> Iterator[Finding]:
+def reached(conf: LdSoConf, state: LdConfState, stack: AscendStack | None = None
+            ) -> Iterator[Finding]:
+    if stack is not None:
+        stack.require()
     for u in state.unreached:
         dirs = ", ".join(u.ascend_dirs) or "no directories"
         yield Finding.fail(
@@ -64,7 +80,8 @@ def reached(conf: LdSoConf, state: LdConfState) -> Iterator[Finding]:
             "are not in /etc/ld.so.cache",
             subject=u.path, evidence={"file": u.path, "ascend_dirs": list(u.ascend_dirs),
                                       "reached": [f.path for f in conf.files]},
-            kb="ASC-LIB-002", fix="ldconf.ascend-conf", fix_params={"unreached": u.path})
+            kb="ASC-LIB-002", fix="ldconf.ascend-conf", fix_params={"unreached": u.path},
+            cause=unread_key(u.path))
     if not state.unreached:
         yield Finding.passed(f"every Ascend conf file under /etc/ld.so.conf.d is reached from "
                              f"{LDSO_CONF} ({len(conf.files)} file(s) read)")
@@ -83,7 +100,8 @@ def perms(conf: LdSoConf, state: LdConfState) -> Iterator[Finding]:
                 "a tool without that user's rights skips it silently (a mode 600 ascend.conf "
                 "keeps libacl.so out of the cache); chmod 644 it and run ldconfig",
                 subject=f.path, evidence={"file": f.path, "mode": f"{f.mode:04o}", "uid": f.uid},
-                kb="ASC-LIB-004", fix="ldconf.ascend-conf", fix_params={"chmod": f.path})
+                kb="ASC-LIB-004", fix="ldconf.ascend-conf", fix_params={"chmod": f.path},
+                cause=unread_key(f.path))
         elif not f.readable:
             bad += 1
             yield Finding.fail(f"{f.path} cannot be read by the doctor: {f.error}",
@@ -122,8 +140,10 @@ def dirs_exist(state: LdConfState) -> Iterator[Finding]:
 
 @check("ldconf.cache", title="/etc/ld.so.cache exists and is up to date",
        category=Category.LIBS, tags=("libs", "ldconf", "ldcache"))
-def cache_fresh(conf: LdSoConf, cache: LdCache | None, gaps: CacheGaps | None
-                ) -> Iterator[Finding]:
+def cache_fresh(conf: LdSoConf, cache: LdCache | None, gaps: CacheGaps | None,
+                stack: AscendStack | None = None) -> Iterator[Finding]:
+    if stack is not None:
+        stack.require()  # the cache is checked for the Ascend libraries' sake (ldconf recipe)
     if cache is None:
         yield Finding.fail(f"{LDCACHE} is missing: ld.so only searches LD_LIBRARY_PATH, "
                            "RPATH/RUNPATH and the default directories; run ldconfig",
@@ -141,18 +161,23 @@ def cache_fresh(conf: LdSoConf, cache: LdCache | None, gaps: CacheGaps | None
             f"({len(newer)} conf file(s) changed after the last ldconfig): run ldconfig",
             subject=LDCACHE, evidence={"cache_mtime": cache.mtime,
                                        "newer": {x.path: x.mtime for x in newer}},
-            kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True})
+            kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True},
+            cause=STALE_CACHE)
     lacking = gaps.lacking if gaps is not None else ()
     if lacking:
         stale = True
         shown = ", ".join(p for p, _ in lacking[:MAX_STALE_SHOWN])
+        # a conf file that is not world-readable explains the libraries of its directories
+        unreadable = {f.path for f in conf.files if f.mode is not None and not f.mode & 0o004}
+        origins = {o.rsplit(":", 1)[0] for _, o in lacking}
         yield Finding.fail(
             f"{LDCACHE} ({len(cache.entries)} entries, {cache.format} format) lacks "
             f"{len(lacking)} librar{'y' if len(lacking) == 1 else 'ies'} present in configured "
             f"directories: {shown}" + (" …" if len(lacking) > MAX_STALE_SHOWN else "")
             + f" (first configured at {lacking[0][1]}): the cache is stale, run ldconfig",
             subject=LDCACHE, evidence={"lacking": [p for p, _ in lacking]},
-            kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True})
+            kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True},
+            cause=STALE_CACHE, explained_by=[unread_key(p) for p in sorted(origins & unreadable)])
     if not stale:
         listed = ("lists every library of the configured directories" if gaps is not None
                   else "(the configured directories could not be listed to compare)")

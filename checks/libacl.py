@@ -5,7 +5,10 @@ service's environment — and which file would it pick?  (seed 000_93c3471251248
 from __future__ import annotations
 
 import posixpath
+from dataclasses import replace
 from typing import Iterator
+
+from checks.ldconf import STALE_CACHE, unread_key
 
 from doctor.host import Host
 from doctor.model import Category, Finding
@@ -68,13 +71,13 @@ def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, host: Hos
     own_llp = [p for p in host.environ().get("LD_LIBRARY_PATH", "").split(":") if p]
     conf_dirs = {d.path: d.origin for d in conf.search_dirs} if conf else {}
     # directories named only in conf files ldconfig does not read (ldconf.reached)
-    unread: dict[str, str] = {}
+    unread: dict[str, tuple[str, str]] = {}  # dir -> (conf file, how the report names it)
     for u in (state.unreached if state else ()):
         for d in u.ascend_dirs:
-            unread.setdefault(d, u.path)
+            unread.setdefault(d, (u.path, u.path))
             real = host.realpath(d)
             if real != d:
-                unread.setdefault(real, f"{u.path} (as {d})")
+                unread.setdefault(real, (u.path, f"{u.path} (as {d})"))
     groups: dict[str, list[Resolution]] = {}
     for r in lr.unresolved:
         groups.setdefault(r.name, []).append(r)
@@ -98,7 +101,21 @@ def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, host: Hos
 
 def _unresolved(name: str, rs: list[Resolution], lr: LibResolution, env: ServiceEnv,
                 index: AscendLibIndex, own_llp: list[str], conf_dirs: dict[str, str],
-                unread: dict[str, str], host: Host) -> Finding:
+                unread: dict[str, tuple[str, str]], host: Host) -> Finding:
+    """The finding for one unresolved soname; it establishes ``libs.missing:<name>`` and
+    names what explains it (an unread conf file, a stale cache) when the facts show it."""
+    f = _unresolved_finding(name, rs, lr, env, index, own_llp, conf_dirs, unread, host)
+    return replace(f, cause=missing_key(name))
+
+
+def missing_key(name: str) -> str:
+    """Cause key "ld.so does not find this soname" (torch_npu.import names it)."""
+    return f"libs.missing:{name}"
+
+
+def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env: ServiceEnv,
+                        index: AscendLibIndex, own_llp: list[str], conf_dirs: dict[str, str],
+                        unread: dict[str, tuple[str, str]], host: Host) -> Finding:
     first = rs[0]
     needers = [r.needed_by for r in rs]
     shown = [_short(n) for n in dict.fromkeys(needers)]
@@ -124,15 +141,18 @@ def _unresolved(name: str, rs: list[Resolution], lr: LibResolution, env: Service
                 head + where + f" — {d} is configured ({conf_dirs[d]}) but /etc/ld.so.cache does "
                 "not list it: the cache is stale or ldconfig skipped the conf file; run ldconfig",
                 subject=name, evidence=evidence, kb=("ASC-LIB-005", "ASC-LIB-004"),
-                fix="ldconf.ascend-conf", fix_params={"dirs": [d], "library": name})
+                fix="ldconf.ascend-conf", fix_params={"dirs": [d], "library": name},
+                explained_by=STALE_CACHE)
         if d in unread:
+            conf_path, named = unread[d]
             return Finding.fail(
-                head + where + f" — {d} is named in {unread[d]}, which ldconfig does not read "
+                head + where + f" — {d} is named in {named}, which ldconfig does not read "
                 "(not included from /etc/ld.so.conf, or not world-readable): fix the conf and run "
                 "ldconfig, or put it on the service's LD_LIBRARY_PATH",
-                subject=name, evidence={**evidence, "unread_conf": unread[d]},
+                subject=name, evidence={**evidence, "unread_conf": named},
                 kb=("ASC-LIB-002", "ASC-LIB-004", "ASC-LIB-001"), fix="ldconf.ascend-conf",
-                fix_params={"dirs": [d], "library": name, "conf": unread[d]})
+                fix_params={"dirs": [d], "library": name, "conf": named},
+                explained_by=unread_key(conf_path))
         if d in own_llp and env.pid is not None:
             why = (f" — {d} is on the doctor's own LD_LIBRARY_PATH but not on the service's "
                    f"({lr.env_source}): the variable was exported in a shell and never reached "

@@ -62,6 +62,7 @@ def match_stream(kb, lines: Iterable[str], on_line=None) -> list[_Acc]:
     return sorted(acc.values(), key=lambda a: (-a.count, a.entry.id))
 
 
+QUEUE_DEEP = "service.queue-deep"  # cause key shared with service.metrics' queue finding
 _STATUS = {"critical": Finding.fail, "high": Finding.fail, "medium": Finding.warn,
            "low": Finding.info}
 
@@ -108,7 +109,9 @@ def signatures(host: Host, sources: LogSources) -> Iterator[Finding]:
                        evidence={"path": lf.path, "origin": lf.origin, "entry": e.id,
                                  "lines": [{"line": n, "text": redact_text(t)} for n, t in m.lines],
                                  "groups": {k: redact_text(v) for k, v in m.groups.items()}},
-                       kb=e.id, fix=e.fix)
+                       kb=e.id, fix=e.fix,
+                       # entries matching the same line describe one event: one problem
+                       cause=f"logs.line:{lf.path}:{first_no}")
         if last_stats:
             st = last_stats[0]
             ev = {"path": lf.path, "line": st.line_no, "running": st.running,
@@ -118,7 +121,7 @@ def signatures(host: Host, sources: LogSources) -> Iterator[Finding]:
                     f"{st.waiting} waiting, KV cache {st.kv_percent:.1f} %")
             if st.waiting > 100:
                 yield Finding.fail(text + " — queue deeper than 100", subject=lf.path, evidence=ev,
-                                   kb="ASC-SVC-008")
+                                   kb="ASC-SVC-008", cause=QUEUE_DEEP)
             elif st.kv_percent >= 90.0:
                 yield Finding.warn(text + " — KV cache nearly full", subject=lf.path, evidence=ev,
                                    kb="ASC-SVC-007")

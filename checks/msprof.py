@@ -43,6 +43,11 @@ def _top(d: DeviceProfile, n: int = 3) -> str:
     return ", ".join(f"{t} {_ms(u)}" for t, u in d.top_ops[:n]) or "none exported"
 
 
+# cause key: the same large buffer is copied host-to-device again and again (the copy-bound
+# finding of the same export is explained by it when both are present)
+WEIGHTS_RECOPIED = "msprof.weights-recopied"
+
+
 @check("msprof.export", title="The profiler export is complete and readable",
        category=Category.PROFILING, tags=("msprof", "prof"))
 def export(p: Profile) -> Iterator[Finding]:
@@ -93,7 +98,8 @@ def copy_bound(p: Profile) -> Iterator[Finding]:
                    f"{_ms(d.api_memcpy_us)} = {ratio:.0%} of ACL API time")
         if ratio > COPY_FAIL:
             yield Finding.fail(msg + ": data movement, not compute, bounds this run",
-                               subject=f"device {d.device}", evidence=ev, kb="ASC-PROF-001")
+                               subject=f"device {d.device}", evidence=ev, kb="ASC-PROF-001",
+                               explained_by=WEIGHTS_RECOPIED)
         elif ratio > COPY_WARN:
             yield Finding.warn(msg, subject=f"device {d.device}", evidence=ev, kb="ASC-PROF-001")
         else:
@@ -147,7 +153,7 @@ def weights_recopied(p: Profile) -> Iterator[Finding]:
                 f"({share:.0%} of {total / 2**30:.2f} GiB copied H2D): the same buffer is "
                 "uploaded again and again, as weights copied per inference would be",
                 evidence={**ev, "size": size, "count": n, "share": round(share, 3)},
-                kb="ASC-PROF-001")
+                kb="ASC-PROF-001", cause=WEIGHTS_RECOPIED)
             return
     yield Finding.passed(f"no repeated large host-to-device copy ({len(h2d)} H2D sizes, "
                          f"{total / 2**20:.1f} MiB in all)", evidence=ev)

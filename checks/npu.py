@@ -11,7 +11,7 @@ from typing import Iterator
 
 from doctor.model import Category, Finding
 from doctor.probes.devices import ContainerInfo
-from doctor.probes.npusmi import NpuSmi, kv_get
+from doctor.probes.npusmi import NpuSmi, NpuSmiInfo, kv_get
 from doctor.probes.procs import ServiceProcesses
 from doctor.probes.proctable import ProcessTable
 from doctor.registry import check
@@ -62,7 +62,18 @@ def smi_runs(smi: NpuSmi) -> Iterator[Finding]:
                             subject="npu-smi", kb="ASC-NPU-004")
     yield Finding.passed(f"npu-smi {info.tool_version} (driver {info.driver_version}): "
                          f"{len(info.npu_ids)} NPU(s), {len(info.chips)} chip(s)",
-                         evidence={"npus": info.npu_ids})
+                         evidence={"npus": info.npu_ids, "chips": chip_table(info)})
+
+
+def chip_table(info: NpuSmiInfo) -> list[dict]:
+    """One row per chip (as ``npu-smi info`` prints them) for the report's per-NPU table."""
+    procs: dict[tuple[int, int], list[str]] = {}
+    for p in info.processes:
+        procs.setdefault((p.npu, p.chip), []).append(f"{p.pid} {p.name} ({p.mem_mb} MB)")
+    return [{"npu": c.npu, "chip": c.chip, "name": c.name, "health": c.health,
+             "temp_c": c.temp_c, "power_w": c.power_w, "aicore_pct": c.aicore_pct,
+             "hbm_used_mb": c.hbm_used_mb, "hbm_total_mb": c.hbm_total_mb,
+             "processes": procs.get((c.npu, c.chip), [])} for c in info.chips]
 
 
 @check("npu.health", title="Every NPU reports health OK", category=Category.NPU,
@@ -101,6 +112,11 @@ def health(smi: NpuSmi) -> Iterator[Finding]:
         yield Finding.passed(f"all {len(smi.info.chips)} chip(s) report health OK")
 
 
+def hot_key(npu: object) -> str:
+    """Cause key "this NPU runs hot": npu-smi and the exporter's metric are one problem."""
+    return f"npu.hot:{npu}"
+
+
 @check("npu.temperature", title="NPU temperatures are below 75 °C", category=Category.NPU,
        tags=("npu", "health"), timeout=SMI_CHECK_TIMEOUT_S)
 def temperature(smi: NpuSmi) -> Iterator[Finding]:
@@ -118,7 +134,8 @@ def temperature(smi: NpuSmi) -> Iterator[Finding]:
             bad += 1
             yield Finding.fail(f"{subject} is at {c.temp_c} °C (≥ {TEMP_FAIL_C} °C: the chip "
                                "throttles; check fans and airflow)", subject=subject,
-                               evidence={"temp_c": c.temp_c, "all": temps}, kb="ASC-NPU-002")
+                               evidence={"temp_c": c.temp_c, "all": temps}, kb="ASC-NPU-002",
+                               cause=hot_key(c.npu))
         elif c.temp_c >= TEMP_WARN_C:
             bad += 1
             yield Finding.warn(f"{subject} is at {c.temp_c} °C (≥ {TEMP_WARN_C} °C, normal is "

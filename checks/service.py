@@ -213,7 +213,7 @@ def _metrics_one(http: ServiceHttp) -> Iterator[Finding]:
         bad = True
         yield Finding.fail(f"{waiting:.0f} requests waiting (> {QUEUE_FAIL}, seed SRE checklist); "
                            f"{running or 0:.0f} running", subject=subj, evidence=ev,
-                           kb="ASC-SVC-008")
+                           kb="ASC-SVC-008", cause="service.queue-deep")  # = logs' QUEUE_DEEP
     for base, limit, label in (("vllm:time_to_first_token_seconds", TTFT_P99_WARN_S, "TTFT"),
                                ("vllm:e2e_request_latency_seconds", E2E_P99_WARN_S, "e2e latency")):
         if not last.named(base + "_bucket"):
@@ -290,7 +290,8 @@ def npu_exporter(http: ServiceHttp) -> Iterator[Finding]:
             bad = True
             yield Finding.fail(f"NPU {dev}: {t:.0f} °C (> {NPU_TEMP_FAIL_C:.0f} °C: the 910B "
                                "lowers its clock; check the fans)", subject=f"NPU {dev}",
-                               evidence={"temperature_c": t}, kb="ASC-SVC-010")
+                               evidence={"temperature_c": t}, kb="ASC-SVC-010",
+                               cause=f"npu.hot:{dev}")  # npu.temperature's key (checks/npu.py)
     if not bad:
         yield Finding.passed("NPU exporter series within the alert thresholds",
                              evidence={k: v for k, v in data.items() if v})

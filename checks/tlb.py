@@ -24,6 +24,13 @@ def _fmt(n: float) -> str:
     return f"{n:,.0f}".replace(",", " ")
 
 
+SMALL_PAGES = "tlb.small-pages"  # cause key: no THP and no HugePages (tlb.faults names it)
+
+
+def _small_pages_only(hp: HugePages) -> bool:
+    return hp.thp_mode == "never" and hp.total == 0
+
+
 @check("tlb.faults", title="Page-fault rates of the vLLM server and its workers",
        category=Category.PERFORMANCE, tags=("tlb", "service", "memory"), timeout=75.0)
 def faults(sf: ServiceFaults, hp: HugePages | None, procs: ServiceProcesses | None,
@@ -59,12 +66,13 @@ def faults(sf: ServiceFaults, hp: HugePages | None, procs: ServiceProcesses | No
         if hp is not None:
             hint.append(f"THP {hp.thp_mode or '?'}, HugePages_Total {hp.total}")
         suffix = f" ({'; '.join(hint)})" if hint else ""
+        small_pages = SMALL_PAGES if hp is not None and _small_pages_only(hp) else ()
         params = {"pid": fr.server_pid, "thp": "always" if (hp and hp.thp_mode != "always") else None}
         if minor >= MINOR_FAIL_PER_S:
             yield Finding.fail(text + ": TLB / page-table pressure, not swapping (≈12 000/s with "
                                "0 major is the TLB-miss signature)" + suffix, subject=f"pid {fr.server_pid}", evidence=ev,
                                kb=("ASC-PERF-001", "ASC-CFG-001"), fix="tlb.hugepages",
-                               fix_params=params)
+                               fix_params=params, explained_by=small_pages)
         elif minor >= MINOR_WARN_PER_S:
             yield Finding.warn(text + ": elevated page-table churn" + suffix,
                                subject=f"pid {fr.server_pid}", evidence=ev, kb="ASC-PERF-001",
@@ -82,11 +90,11 @@ def hugepages(hp: HugePages) -> Iterator[Finding]:
     ev = {"thp_enabled": hp.thp_mode, "thp_defrag": hp.thp_defrag,
           "HugePages_Total": hp.total, "HugePages_Free": hp.free, "Hugepagesize_kB": hp.size_kb,
           "AnonHugePages_kB": hp.anon_huge_kb, "errors": list(hp.errors)}
-    if hp.thp_mode == "never" and hp.total == 0:
+    if _small_pages_only(hp):
         yield Finding.warn("transparent hugepages are off ([never]) and no HugePages are reserved: "
                            "every host mapping uses 4 KiB pages, so large pinned KV/host buffers "
                            "cost many TLB entries", evidence=ev, kb="ASC-PERF-001",
-                           fix="tlb.hugepages", fix_params={"thp": "madvise"})
+                           fix="tlb.hugepages", fix_params={"thp": "madvise"}, cause=SMALL_PAGES)
     else:
         yield Finding.info(f"THP [{hp.thp_mode or '?'}], HugePages {hp.total} × "
                            f"{hp.size_kb} kB ({hp.free} free), AnonHugePages {hp.anon_huge_kb} kB",

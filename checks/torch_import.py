@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
+
+from checks.libacl import missing_key
 
 from doctor.model import Category, Finding
 from doctor.probes.torchimport import IMPORT_TIMEOUT_S, TorchNpuImport
@@ -35,6 +38,13 @@ def torch_npu_import(res: TorchNpuImport) -> Iterator[Finding]:
     # entries written for this check explain it best; other matches follow in rank order
     matches = sorted(matches, key=lambda m: "torch_npu.import" not in m.entry.checks)
     kb = [m.entry.id for m in matches][:3]
+    # the loader's own error names the soname: ld.so not finding it (libacl.resolve) explains it
+    missing = _MISSING_SO.findall(res.output)
     yield Finding.fail(f"import torch_npu fails in {where}{ran}: {last}", subject=res.interpreter,
                        evidence={**ev, "kb_groups": {m.entry.id: dict(m.groups)
-                                                     for m in matches[:3]}}, kb=kb)
+                                                     for m in matches[:3]}}, kb=kb,
+                       explained_by=[missing_key(n) for n in dict.fromkeys(missing)])
+
+
+# dlopen's message (glibc dlerror): "<soname>: cannot open shared object file: ..."
+_MISSING_SO = re.compile(r"([\w.+-]+\.so[\w.]*): cannot open shared object file")

@@ -25,6 +25,17 @@ def _marker_env(pkgs: Packages) -> dict[str, str]:
     return env
 
 
+def pkg_key(name: str, version: str) -> str:
+    """Cause key "this installed package version is not the one the stack pins": every pin
+    and matrix line broken by the same installed torch is one problem."""
+    return f"versions.pkg:{canonicalize_name(name)}=={version}"
+
+
+def cann_key(toolkit: str) -> str:
+    """Cause key "the active CANN toolkit is not the one the Python stack was built for"."""
+    return f"versions.cann:{toolkit}"
+
+
 @check("versions.pins", title="Installed packages satisfy the serving stack's own pins",
        category=Category.VERSIONS, tags=("versions", "packages"))
 def pins(pkgs: Packages) -> Iterator[Finding]:
@@ -57,7 +68,8 @@ def pins(pkgs: Packages) -> Iterator[Finding]:
                 subject=f"{owner.name} {owner.version}",
                 evidence={"requirement": str(req), "installed": dep.version,
                           "versions": found}, kb="ASC-VER-001", fix="versions.pip-match",
-                fix_params={"package": req.name, "requirement": str(req)})
+                fix_params={"package": req.name, "requirement": str(req)},
+                cause=pkg_key(req.name, dep.version))
     if broken:
         return
     owners = [n for n in PINNED_BY if n in found]
@@ -157,7 +169,8 @@ def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
                         f"found {have}", subject=f"vllm-ascend {va}",
                         evidence={"package": name, "expected": want, "installed": have,
                                   "source": src}, kb="ASC-VER-002", fix="versions.pip-match",
-                        fix_params={"package": name, "requirement": f"{name}=={want[0]}"})
+                        fix_params={"package": name, "requirement": f"{name}=={want[0]}"},
+                        cause=pkg_key(name, have))
             try:
                 if pkgs.python and not SpecifierSet(row["python"]).contains(pkgs.python):
                     bad += 1
@@ -173,7 +186,7 @@ def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
                     f"vllm-ascend {va} was validated with CANN {row['cann']}; the active toolkit "
                     f"is CANN {toolkit} ({cann.active.home})", subject=f"vllm-ascend {va}",
                     evidence={"expected_cann": row["cann"], "cann": toolkit, "source": src},
-                    kb="ASC-VER-002")
+                    kb="ASC-VER-002", cause=cann_key(toolkit))
     tn = found["torch-npu"]
     if tn:
         row = matrix_row("torch_npu", tn)
@@ -187,7 +200,8 @@ def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
                                              "source": row["source"]}, kb="ASC-VER-003",
                                    fix="versions.pip-match",
                                    fix_params={"package": "torch",
-                                               "requirement": f"torch=={row['torch']}"})
+                                               "requirement": f"torch=={row['torch']}"},
+                                   cause=pkg_key("torch", found["torch"]))
             if toolkit and not _cann_eq(toolkit, row["cann"]):
                 bad += 1
                 yield Finding.fail(
@@ -195,7 +209,8 @@ def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
                     f"the active toolkit is CANN {toolkit} ({cann.active.home}); CANN and "
                     "torch_npu pair strictly", subject=f"torch_npu {tn}",
                     evidence={"expected_cann": row["cann"], "cann": toolkit,
-                              "source": row["source"]}, kb="ASC-VER-003")
+                              "source": row["source"]}, kb="ASC-VER-003",
+                    cause=cann_key(toolkit))
         else:
             yield Finding.info(f"torch_npu {tn} is not in the torch_npu/CANN table of "
                                "knowledge/compat.toml; its CANN pairing cannot be checked here",

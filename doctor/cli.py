@@ -34,7 +34,7 @@ def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
     if as_json:
         from .report import jsonreport
         ids = {k for _, f in report.findings() for k in f.kb}
-        sys.stdout.write(jsonreport.render(report, kb.titles(ids, lang)))
+        sys.stdout.write(jsonreport.render(report, kb.titles(ids, lang), kb, lang))
     elif markdown:
         from .report import markdown as md
         sys.stdout.write(md.render(report, kb, lang))
@@ -312,8 +312,9 @@ Examples:
               help="Language of explanations [default: from LANG].")
 @click.option("--only", multiple=True, help="Check ids, id prefixes or tags (comma-separated).")
 @click.option("--skip", multiple=True, help="Check ids, id prefixes or tags to leave out.")
+@click.option("-v", "--verbose", is_flag=True, help="Show every problem in full, passes and skips.")
 def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, lang: str | None,
-             only=(), skip=()) -> None:
+             only=(), skip=(), verbose: bool = False) -> None:
     """Diagnose the bundled broken 8x910B host (exits 0: showing failures is its job)."""
     from .demo import demo_bundle_bytes
 
@@ -336,7 +337,8 @@ def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, l
         return
     report = run_report(BundleHost(data), options, _split(only), _split(skip), None,
                         context="demo")
-    emit(report, as_json=as_json, junit=None, markdown=markdown, lang=options.lang)
+    emit(report, as_json=as_json, junit=None, markdown=markdown, lang=options.lang,
+         verbose=verbose)
 
 
 @main.command("tui", epilog="""\b

@@ -76,10 +76,18 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
         return []
     report = run(factory(), options, Registry.discover(plugins=False),
                  RunConfig(only=tuple(only or ())))
+    from knowledge import load
+
+    from . import problems, ranking
+    kb = load()
+    # worst problem first (doctor/ranking.py), as the text report, the JSON and the TUI order
+    # them: the fix of the root cause comes before the fixes of what it explains
+    pairs = [(r, f) for p in problems.group(report, kb) for r, f in p.members
+             if f.fix is not None]
     return [{"check": r.check_id, "status": f.status.value, "message": f.message,
+             "severity": ranking.severity(f, r, kb).value,
              "fix": f.fix.id, "params": dict(f.fix.params), "kb": list(f.kb)}
-            for r, f in report.findings() if f.fix is not None
-            and f.status.value in ("fail", "warn", "error")]
+            for r, f in pairs]
 
 
 @click.command("fix", epilog="""\b

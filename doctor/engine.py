@@ -115,7 +115,8 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
             if slot.spec.id in results:
                 return  # already timed out; late findings are dropped
             result = CheckResult(slot.spec.id, slot.spec.title, slot.spec.category,
-                                 slot.spec.tags, findings, round(duration, 4))
+                                 slot.spec.tags, findings, round(duration, 4),
+                                 slot.spec.severity)
             results[slot.spec.id] = result
             done.notify_all()
         if on_result is not None:

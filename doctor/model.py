@@ -87,21 +87,32 @@ class Finding:
     kb: tuple[str, ...] = ()
     fix: FixRef | None = None
     category: Category | None = None
+    # causal links, declared by the check from its facts (doctor/problems.py groups on them):
+    # ``cause`` names the root cause this finding establishes ("ldconf.unread:/etc/…/x.conf");
+    # ``explained_by`` names causes (or check ids) that, when present, explain this finding
+    cause: str = ""
+    explained_by: tuple[str, ...] = ()
+    severity_given: bool = False  # the check chose ``severity``; else it derives from status
 
     @classmethod
     def make(cls, status: Status, message: str, *, severity: Severity | None = None,
              subject: str = "", evidence: Mapping[str, Any] | None = None,
              kb: str | tuple[str, ...] | list[str] = (), fix: str | FixRef | None = None,
              fix_params: Mapping[str, Any] | None = None,
-             category: Category | None = None) -> "Finding":
+             category: Category | None = None, cause: str = "",
+             explained_by: str | tuple[str, ...] | list[str] = ()) -> "Finding":
         if isinstance(kb, str):
             kb = (kb,)
+        if isinstance(explained_by, str):
+            explained_by = (explained_by,)
         if isinstance(fix, str):
             fix = FixRef(fix, dict(fix_params or {}))
         return cls(status=status, message=message,
                    severity=severity or _DEFAULT_SEVERITY.get(status, Severity.NONE),
                    subject=subject, evidence=dict(evidence or {}), kb=tuple(kb), fix=fix,
-                   category=category)
+                   category=category, cause=cause,
+                   explained_by=tuple(e for e in explained_by if e),
+                   severity_given=severity is not None)
 
     @classmethod
     def passed(cls, message: str, **kw: Any) -> "Finding":
@@ -143,6 +154,7 @@ class CheckResult:
     tags: tuple[str, ...]
     findings: tuple[Finding, ...]
     duration_s: float = 0.0
+    severity: Severity | None = None  # the check's declared severity (@check(severity=))
 
     @property
     def status(self) -> Status:

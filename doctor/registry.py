@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .errors import UsageError
-from .model import Category
+from .model import Category, Severity
 
 ENTRY_POINT_GROUP = "ascend_doctor.checks"
 _CHECK_ATTR = "__ascend_doctor_check__"
@@ -30,6 +30,7 @@ class CheckSpec:
     tags: tuple[str, ...] = ()
     timeout: float | None = None  # overrides the run's per-check timeout
     origin: str = "builtin"  # builtin | entry point name
+    severity: Severity | None = None  # used when no KB entry of a finding names one
 
     @property
     def module(self) -> str:
@@ -43,12 +44,14 @@ class ProviderSpec:
 
 
 def check(id: str, *, title: str, category: Category | str, tags: Iterable[str] = (),
-          timeout: float | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+          timeout: float | None = None, severity: Severity | str | None = None
+          ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark a function as a check. Its parameters' type hints name the facts it needs."""
 
     def deco(func: Callable[..., Any]) -> Callable[..., Any]:
         setattr(func, _CHECK_ATTR, CheckSpec(id, title, func, Category(category), tuple(tags),
-                                             timeout))
+                                             timeout,
+                                             severity=Severity(severity) if severity else None))
         return func
 
     return deco
@@ -94,7 +97,7 @@ class Registry:
             if isinstance(cspec, CheckSpec) and getattr(value, "__module__", "") == module.__name__:
                 if origin != "builtin":
                     cspec = CheckSpec(cspec.id, cspec.title, cspec.func, cspec.category,
-                                      cspec.tags, cspec.timeout, origin)
+                                      cspec.tags, cspec.timeout, origin, cspec.severity)
                 self.add_check(cspec)
             pspec = getattr(value, _PROVIDER_ATTR, None)
             if isinstance(pspec, ProviderSpec):

@@ -1,17 +1,29 @@
-"""The report for people: grouped by category, worst first, with why and what to do next.
+"""The report for people, summary first: the verdict in one line, one line per category
+(flutter doctor style), a per-NPU table when npu-smi answered, then the problems in detail —
+a root cause with the findings it explains (doctor/problems.py), worst first
+(doctor/ranking.py). Passes and skips are counted; ``-v`` lists them and every problem.
 
-Rich renders it; NO_COLOR and non-terminals get plain text; terminals that cannot encode
-the glyphs get ASCII ones.
+No line is wider than ``WIDTH`` columns (long messages wrap, or are cut with "…" in the
+short view). Rich renders it; NO_COLOR and non-terminals get plain text; terminals that
+cannot encode the glyphs get ASCII ones.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+from typing import Any, Iterable, TextIO
 
-from ..model import Category, CheckResult, Report, Status
+from .. import problems as _problems
+from .. import ranking
+from ..model import Category, CheckResult, Finding, Report, Status
+from ..probes.stack import NO_STACK_SOURCE
 from ..redact import neutralise, redact_text
+
+WIDTH = 100
+DETAILED = 4  # problems shown in full by default; the others get one line each
+FEW_CHECKS = 3  # runs of at most this many checks are shown in full (as with -v)
+MESSAGE_LINES = 2  # lines of a root finding's message in the short view
 
 GLYPHS = {Status.PASS: "✔", Status.INFO: "ℹ", Status.WARN: "▲", Status.FAIL: "✖",
           Status.SKIP: "○", Status.ERROR: "⚠"}
@@ -30,63 +42,371 @@ def _glyphs(stream: TextIO) -> dict[Status, str]:
         return ASCII
 
 
-def _safe(text: str) -> str:
+def _clean(text: Any) -> str:
     """Redacted (a --service URL's password in a subject), controls shown as ``\\x1b`` text
-    (a log's ESC[2J / OSC 52 never reaches the terminal), Rich markup escaped."""
+    (a log's ESC[2J / OSC 52 never reaches the terminal)."""
+    return neutralise(redact_text(str(text)))
+
+
+def _safe(text: str) -> str:
+    """:func:`_clean`, then Rich markup escaped."""
     from rich.markup import escape
-    return escape(neutralise(redact_text(str(text))))
+    return escape(_clean(text))
 
 
-def render(report: Report, stream: TextIO | None = None, kb=None, lang: str = "en",
+def _cells(text: str) -> int:
+    """Terminal cells of ``text``; ASCII (nearly all of a report) without asking Rich."""
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len
+    return cell_len(text)
+
+
+def wrap(text: str, width: int, first: str = "", rest: str | None = None,
+         max_lines: int | None = None) -> list[str]:
+    """Greedy word wrap by terminal cells (CJK counts double); words longer than a line
+    are cut; with ``max_lines`` the last kept line ends in "…". Linear in the text."""
+    rest = first if rest is None else rest
+    lines: list[str] = []
+    words: list[str] = []
+    prefix, used = first, 0  # used: cells of " ".join(words)
+    room = width - _cells(prefix)
+    for word in text.split():
+        wlen = _cells(word)
+        while True:
+            need = wlen + (1 if words else 0)
+            if used + need <= room:
+                words.append(word)
+                used += need
+                break
+            if words:
+                lines.append(prefix + " ".join(words))
+                words, used, prefix = [], 0, rest
+                room = width - _cells(prefix)
+                if max_lines is not None and len(lines) > max_lines:
+                    break
+                continue
+            # a single word wider than the line: cut it at the room left
+            cut, acc = 0, 0
+            for ch in word:
+                c = _cells(ch)
+                if acc + c > room:
+                    break
+                acc += c
+                cut += 1
+            cut = max(cut, 1)
+            lines.append(prefix + word[:cut])
+            word, prefix = word[cut:], rest
+            room = width - _cells(prefix)
+            wlen = _cells(word)
+            if not word:
+                break
+        if max_lines is not None and len(lines) > max_lines:
+            break
+    if words or not lines:
+        lines.append(prefix + " ".join(words))
+    if max_lines is not None and len(lines) > max_lines:
+        lines = lines[:max_lines]
+        last = lines[-1]
+        while last and _cells(last) > width - 1:
+            last = last[:-1]
+        lines[-1] = last.rstrip() + "…"
+    return lines
+
+
+def _fit(text: str, width: int = WIDTH) -> str:
+    """``text`` cut to ``width`` cells with "…" (spacing kept: tables stay aligned)."""
+    if _cells(text) <= width:
+        return text
+    while text and _cells(text) > width - 1:
+        text = text[:-1]
+    return text.rstrip() + "…"
+
+
+class _Out:
+    """Plain lines in, markup-styled lines out: the style goes on a known prefix only, so
+    wrapping is computed on the text the user sees."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+        self.count = 0
+        self.buf: list[str] = []
+
+    def line(self, text: str = "", style: str | None = None, lead: str = "",
+             lead_style: str | None = None) -> None:
+        from rich.markup import escape
+        body = escape(text)
+        if style:
+            body = f"[{style}]{body}[/]"
+        if lead:
+            body = (f"[{lead_style}]{escape(lead)}[/]" if lead_style else escape(lead)) + body
+        self.buf.append(body)  # printed at once by flush(): one Rich render, not one per line
+        self.count += 1
+
+    def flush(self) -> None:
+        if self.buf:
+            self.console.print("\n".join(self.buf))
+        self.buf = []
+
+    def para(self, text: str, first: str, rest: str | None = None, style: str | None = None,
+             max_lines: int | None = None) -> None:
+        for ln in wrap(text, WIDTH, first, rest, max_lines):
+            self.line(ln, style)
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def no_stack(report: Report) -> list[str]:
+    """Checks skipped because the host has no Ascend stack (their skip names the source)."""
+    return [r.check_id for r, f in report.findings() if f.status is Status.SKIP
+            and isinstance(f.evidence, dict) and f.evidence.get("source") == NO_STACK_SOURCE]
+
+
+def verdict(report: Report, probs: list[_problems.Problem], kb: Any = None,
+            lang: str = "en") -> tuple[Status, str]:
+    """The first line: what is wrong, in one sentence."""
+    failing = [p for p in probs if p.status in (Status.FAIL, Status.ERROR)]
+    warning = [p for p in probs if p.status is Status.WARN]
+    absent = no_stack(report)
+    if absent and not failing:
+        reason = next((f.evidence.get("reason", "") for _, f in report.findings()
+                       if isinstance(f.evidence, dict)
+                       and f.evidence.get("source") == NO_STACK_SOURCE), "")
+        text = (f"No Ascend stack on this host: {reason} "
+                f"({_plural(len(absent), 'check')} that need one skipped)")
+        if warning:
+            text += f"; {_plural(len(warning), 'warning')}"
+        return Status.SKIP, text
+    if not probs:
+        s = report.summary
+        return Status.PASS, (f"No problem found: {_plural(s['pass'], 'check')} passed"
+                             + (f", {s['skip']} skipped" if s["skip"] else ""))
+    worst = failing[0] if failing else warning[0]
+    nfail = _problems.failed_checks(report)
+    if failing:
+        text = (f"{_plural(len(failing), 'problem')} explain{'s' if len(failing) == 1 else ''} "
+                f"{_plural(nfail, 'failed check')}")
+        if warning:
+            text += f" (and {_plural(len(warning), 'warning')})"
+    else:
+        text = f"{_plural(len(warning), 'warning')}, nothing failed"
+    return worst.status, text + f"; the worst: {_clean(worst.title(kb, lang))}"
+
+
+def _category_lines(report: Report, probs: list[_problems.Problem], kb: Any, lang: str
+                    ) -> list[tuple[Status, str]]:
+    """One line per category: counts, and the worst problem that touches it."""
+    by_cat: dict[Category, list[CheckResult]] = {}
+    for r in report.results:
+        by_cat.setdefault(r.category, []).append(r)
+    first_problem: dict[Category, str] = {}
+    for p in probs:
+        for r, _ in p.members:
+            first_problem.setdefault(r.category, _clean(p.title(kb, lang)))
+    order = sorted(by_cat, key=lambda c: (-max(r.status.rank for r in by_cat[c]), c.value))
+    name_w = max(len(c.value) for c in order) if order else 8
+    out = []
+    for cat in order:
+        rs = by_cat[cat]
+        worst = max((r.status for r in rs), key=lambda s: s.rank)
+        counts = {s: sum(1 for r in rs if r.status is s) for s in Status}
+        parts = [f"{counts[s]} {label}" for s, label in
+                 ((Status.FAIL, "failed"), (Status.ERROR, "crashed"), (Status.WARN, "warned"),
+                  (Status.INFO, "info"), (Status.PASS, "passed"), (Status.SKIP, "skipped"))
+                 if counts[s]]
+        text = f"{cat.value:<{name_w}}  {', '.join(parts)}"
+        if cat in first_problem:
+            text += f" — {first_problem[cat]}"
+        out.append((worst, text))
+    return out
+
+
+def _npu_rows(report: Report) -> list[dict]:
+    for r, f in report.findings():
+        chips = f.evidence.get("chips") if isinstance(f.evidence, dict) else None
+        if r.check_id == "npu.smi" and isinstance(chips, list) and chips:
+            return [c for c in chips if isinstance(c, dict)]
+    return []
+
+
+def _npu_table(out: _Out, rows: list[dict]) -> None:
+    def cell(v: Any, unit: str = "") -> str:
+        return "-" if v is None else f"{v}{unit}"
+
+    table = [("NPU", "chip", "health", "temp", "HBM used / total", "processes")]
+    for c in rows:
+        used, total = c.get("hbm_used_mb"), c.get("hbm_total_mb")
+        hbm = "-" if used is None else (f"{used} / {total} MB ({100 * used / total:.0f} %)"
+                                        if total else f"{used} MB")
+        procs = c.get("processes") or []
+        table.append((f"{c.get('npu')}", f"{c.get('chip')} {_clean(c.get('name', ''))}",
+                      _clean(c.get("health", "")), cell(c.get("temp_c"), " °C"), hbm,
+                      _clean("; ".join(procs)) if procs else "none"))
+    widths = [max(_cells(row[i]) for row in table) for i in range(5)]
+    for n, row in enumerate(table):
+        head = "  ".join(v + " " * (w - _cells(v)) for v, w in zip(row[:5], widths))
+        out.line(_fit(f"  {head}  {row[5]}"), "bold" if n == 0 else None)
+
+
+def _kb_entries(f: Finding, kb: Any) -> list[Any]:
+    return [e for e in (kb.get(k) if kb is not None else None for k in f.kb) if e is not None]
+
+
+def _members_text(pairs: Iterable[tuple[CheckResult, Finding]]) -> str:
+    """``libacl.resolve ×6 (libhccl.so, libascendcl.so, …), ldconf.order``"""
+    by_check: dict[str, list[Finding]] = {}
+    for r, f in pairs:
+        by_check.setdefault(r.check_id, []).append(f)
+    parts = []
+    for cid, fs in by_check.items():
+        if len(fs) == 1:
+            parts.append(cid)
+            continue
+        subjects = list(dict.fromkeys(_clean(f.subject) for f in fs if f.subject))
+        shown = ", ".join(subjects[:3]) + (", …" if len(subjects) > 3 else "")
+        parts.append(f"{cid} ×{len(fs)}" + (f" ({shown})" if subjects else ""))
+    return ", ".join(parts)
+
+
+def _message(f: Finding) -> str:
+    subj = (f"{f.subject}: " if f.subject and not f.message.startswith(f.subject) else "")
+    return _clean(subj + f.message)
+
+
+def _problem(out: _Out, n: int, p: _problems.Problem, glyph: dict[Status, str], kb: Any,
+             lang: str, verbose: bool) -> None:
+    r, f = p.head
+    st = p.status
+    lead = f"{n:>2} {glyph[st]} "
+    title = f"{p.severity.value.upper()} {_clean(p.title(kb, lang))}"
+    if len(p.members) > 1:
+        title += f" ({len(p.members)} findings)"
+    ind = " " * (len(lead) + 1)
+    lines = wrap(title, WIDTH, " " * len(lead), ind, None if verbose else 1)
+    out.line(lines[0][len(lead):], "bold", lead, STYLES[st])
+    for ln in lines[1:]:
+        out.line(ln, "bold")
+    out.para(f"{r.check_id}: {_message(f)}", ind, ind + "  ",
+             max_lines=None if verbose else MESSAGE_LINES)
+    more_roots = p.roots[1:]
+    if verbose:
+        for rr, ff in more_roots:
+            out.para(f"same cause: {rr.check_id}: {_message(ff)}", ind, ind + "  ")
+        for rr, ff in p.symptoms:
+            out.para(f"explains {rr.check_id}: {_message(ff)}", ind, ind + "  ")
+    else:
+        parts = []
+        if p.symptoms:
+            parts.append(f"explains {len(p.symptoms)}: {_members_text(p.symptoms)}")
+        if more_roots:
+            parts.append(f"same cause: {_members_text(more_roots)}")
+        if parts:
+            out.para("; ".join(parts), ind, ind + "  ", max_lines=2)
+    actions = []
+    fix = next((ff.fix for _, ff in p.members if ff.fix), None)
+    if fix:
+        actions.append(f"fix: ascend-doctor fix {fix.id}")
+    entries = _kb_entries(f, kb)
+    if entries:
+        actions.append(f"why: ascend-doctor explain {entries[0].id}")
+        steps = entries[0].steps_for(lang) if verbose else []
+        if steps:
+            actions.append(f"next: {_clean(steps[0])}")
+    elif f.kb:
+        actions.append(f"kb {f.kb[0]}")
+    if actions:
+        out.para(" · ".join(actions), ind, ind + "  ", style="dim",
+                 max_lines=None if verbose else 1)
+
+
+def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: str = "en",
            verbose: bool = False) -> None:
-    """Write the report to ``stream``; ``kb`` (a KnowledgeBase) adds titles and next steps."""
+    """Write the report to ``stream``; ``kb`` (a KnowledgeBase) adds titles, severities and
+    next steps."""
     from rich.console import Console
-    from rich.markup import escape
 
     stream = stream or sys.stdout
     no_color = bool(os.environ.get("NO_COLOR")) or not getattr(stream, "isatty", lambda: False)()
     console = Console(file=stream, no_color=no_color, highlight=False, soft_wrap=True,
                       force_terminal=None if not no_color else False, emoji=False)
     glyph = _glyphs(stream)
+    out = _Out(console)
+    # a narrow run (--only a few checks) is a question about those checks: answer in full
+    verbose = verbose or len(report.results) <= FEW_CHECKS
+    probs = _problems.group(report, kb)
+
+    st, text = verdict(report, probs, kb, lang)
+    lead = f"{glyph[st]} "
+    lines = wrap(text, WIDTH, " " * len(lead), " " * len(lead))
+    out.line(lines[0][len(lead):], "bold", lead, STYLES[st])
+    for ln in lines[1:]:
+        out.line(ln, "bold")
     h = report.host
-    console.print(f"[bold]ascend-doctor {report.tool_version}[/] — {_safe(h.hostname)} "
-                  f"({_safe(h.os or h.arch)}, kernel {_safe(h.kernel)}) — context: "
-                  f"{report.context}")
-    by_cat: dict[Category, list[CheckResult]] = {}
-    for r in report.results:
-        by_cat.setdefault(r.category, []).append(r)
-    for cat in sorted(by_cat, key=lambda c: (-max(r.status.rank for r in by_cat[c]), c.value)):
-        results = sorted(by_cat[cat], key=lambda r: (-r.status.rank, r.check_id))
-        worst = results[0].status
-        console.print()
-        console.print(f"[{STYLES[worst]}]{glyph[worst]}[/] [bold]{cat.value.upper()}[/]")
-        for r in results:
-            st = r.status
-            console.print(f"  [{STYLES[st]}]{glyph[st]} {st.value:5}[/] {_safe(r.check_id)} — "
-                          f"{_safe(r.title)}")
-            for f in r.findings:
-                if f.status in (Status.PASS, Status.SKIP) and not verbose and len(r.findings) > 1:
-                    continue
-                subj = (f"{_safe(f.subject)}: " if f.subject and not
-                        f.message.startswith(f.subject) else "")
-                console.print(f"      [{STYLES[f.status]}]{glyph[f.status]}[/] {subj}"
-                              f"{_safe(f.message)}")
-                if f.status in (Status.FAIL, Status.WARN, Status.ERROR):
-                    for kb_id in f.kb:
-                        entry = kb.get(kb_id) if kb is not None else None
-                        if entry is None:
-                            console.print(f"        [dim]kb {kb_id}[/]")
-                            continue
-                        console.print(f"        [dim]kb {kb_id}: {_safe(entry.text('title', lang))}"
-                                      f" (ascend-doctor explain {kb_id})[/]")
-                        steps = entry.steps_for(lang)
-                        if steps:
-                            console.print(f"        [dim]next: {_safe(steps[0])}[/]")
-                    if f.fix:
-                        console.print(f"        [dim]fix: ascend-doctor fix {f.fix.id}[/]")
+    out.line(_fit(f"ascend-doctor {report.tool_version} — {_clean(h.hostname)} "
+                  f"({_clean(h.os or h.arch)}, kernel {_clean(h.kernel)}) — context: "
+                  f"{report.context}"), "dim")
+    inputs = report.inputs if isinstance(report.inputs, dict) else {}
+    if inputs.get("service_url_given") and inputs.get("service_url"):
+        out.line(_fit(f"service: {_clean(inputs['service_url'])}"), "dim")
+
+    out.line()
+    for cst, ctext in _category_lines(report, probs, kb, lang):
+        out.line(_fit(ctext, WIDTH - len(glyph[cst]) - 1), None, f"{glyph[cst]} ", STYLES[cst])
+
+    rows = _npu_rows(report)
+    if rows:
+        out.line()
+        _npu_table(out, rows)
+
+    if probs:
+        out.line()
+        out.line("Problems, worst first (a root cause, then what it explains)", "bold")
+        shown = probs if verbose else probs[:DETAILED]
+        for n, p in enumerate(shown, 1):
+            _problem(out, n, p, glyph, kb, lang, verbose)
+        rest = [p for p in probs[len(shown):] if p.status is not Status.WARN]
+        warns = [p for p in probs[len(shown):] if p.status is Status.WARN]
+        if rest:
+            out.line(f"also failing (-v shows them in full):", "bold")
+            for n, p in enumerate(rest, len(shown) + 1):
+                r, f = p.head
+                extra = f" (+{len(p.members) - 1})" if len(p.members) > 1 else ""
+                body = (f"{p.severity.value:<8} {r.check_id}{extra}: "
+                        f"{_clean(p.title(kb, lang))}")
+                lead = f"{n:>2} {glyph[p.status]} "
+                out.line(_fit(body, WIDTH - _cells(lead)), None, lead, STYLES[p.status])
+        if warns:
+            lead = f"   {glyph[Status.WARN]} "
+            lines = wrap(f"{_plural(len(warns), 'warning')}: "
+                         + _members_text([p.head for p in warns]), WIDTH, " " * len(lead),
+                         " " * len(lead), max_lines=None if verbose else 2)
+            out.line(lines[0][len(lead):], None, lead, STYLES[Status.WARN])
+            for ln in lines[1:]:
+                out.line(ln)
+
+    quiet = [(r, f) for r, f in report.findings()
+             if f.status in (Status.PASS, Status.SKIP, Status.INFO)]
+    if verbose and quiet:
+        out.line()
+        out.line("Passed, skipped and informational findings", "bold")
+        for r, f in sorted(quiet, key=lambda t: (-t[1].status.rank, t[0].check_id)):
+            lead = f"  {glyph[f.status]} "
+            lines = wrap(f"{r.check_id}: {_message(f)}", WIDTH, " " * len(lead),
+                         " " * (len(lead) + 2))
+            out.line(lines[0][len(lead):], None, lead, STYLES[f.status])
+            for ln in lines[1:]:
+                out.line(ln)
+
     s = report.summary
-    console.print()
-    parts = [f"[{STYLES[st]}]{s[st.value]} {st.value}[/]" for st in
+    out.line()
+    parts = [f"{s[st.value]} {st.value}" for st in
              (Status.FAIL, Status.ERROR, Status.WARN, Status.INFO, Status.PASS, Status.SKIP)]
-    console.print(f"[bold]summary[/]: {', '.join(parts)} — {len(report.results)} checks in "
-                  f"{report.duration_s:.2f} s")
+    tail = "" if verbose else "; -v lists them all"
+    out.para(f"summary: {', '.join(parts)} — {len(report.results)} checks in "
+             f"{report.duration_s:.2f} s{tail}", "")
+    out.flush()
+
+
+__all__ = ["render", "verdict", "wrap", "WIDTH", "NO_STACK_SOURCE", "ranking"]

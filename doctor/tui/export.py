@@ -27,7 +27,8 @@ def export_json(report: Report, directory: str, lang: str) -> str:
     kb = load()
     ids = {k for _, f in report.findings() for k in f.kb}
     path = os.path.join(directory, _name(report, ".json"))
-    atomic_write(path, jsonreport.render(report, kb.titles(ids, lang)).encode(), mode=0o644)
+    atomic_write(path, jsonreport.render(report, kb.titles(ids, lang), kb, lang).encode(),
+                 mode=0o644)
     return path
 
 

@@ -149,18 +149,15 @@ class RunState:
     def done_count(self) -> int:
         return sum(1 for r in self.rows.values() if r.result is not None)
 
-    def worst(self) -> tuple[CheckRow, Finding] | None:
-        """The finding a newcomer should read first: status, severity, then the actionable
-        one (a fix recipe, a KB entry) among equals, then id."""
-        best: tuple[tuple[int, ...], str, CheckRow, Finding] | None = None
-        for row in self.rows.values():
-            for f in row.findings:
-                if f.status.rank < Status.WARN.rank:
-                    continue
-                key = finding_rank(f) + (int(f.fix is not None), int(bool(f.kb)))
-                if best is None or key > best[0] or (key == best[0] and row.id < best[1]):
-                    best = (key, row.id, row, f)
-        return (best[2], best[3]) if best else None
+    def worst(self, kb: Any = None) -> tuple[CheckRow, Finding] | None:
+        """The finding a newcomer should read first: the head of the worst problem, by the
+        one ranking every front end uses (doctor/ranking.py, doctor/problems.py)."""
+        from .. import problems
+        if kb is None:
+            from knowledge import load
+            kb = load()
+        pair = problems.worst(self.results(), kb)
+        return (self.rows[pair[0].check_id], pair[1]) if pair else None
 
     def versions(self) -> dict[str, str]:
         """Package versions published by checks under the evidence key ``versions``."""

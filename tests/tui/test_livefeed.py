@@ -116,7 +116,8 @@ def test_worst_prefers_the_actionable_finding_among_equals():
     st.add(_result("c.warn", Category.NPU, Finding.warn("warn with fix", fix="x.y")))
     assert st.worst()[0].id == "b.fix"
     st.add(_result("d.error", Category.NPU, Finding.error("crashed")))
-    assert st.worst()[0].id == "d.error"  # error still outranks fail
+    # a crashed check is not ranked above a real fail (issue 14: doctor/ranking.py)
+    assert st.worst()[0].id == "b.fix"
 
 
 def test_glyphs_fall_back_to_text_on_dumb_terminals(monkeypatch):

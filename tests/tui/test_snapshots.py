@@ -56,6 +56,10 @@ def test_fix_plan_modal(snap_compare, size, fix_state):
     from doctor.tui.screens.fix import FixPlanScreen
 
     async def press_f(pilot):
+        # the worst of the subset is versions.pins (three findings of one cause,
+        # doctor/ranking.py); the plan shown here is ldconf.order's
+        pilot.app.screen.query_one("#checks").select_check("ldconf.order")
+        await pilot.pause(0.1)
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, FixPlanScreen))
         await pilot.pause(0.3)

@@ -46,3 +46,9 @@ def test_importtime_parse_and_table():
     lines = run.table(rows)
     assert "| demo | 500 ms | collect_env | 9000 ms | 18.0× faster | 26 MiB | 208 MiB |" in lines[2]
     assert "| — |" in lines[3] and "peer skipped" in lines[3]
+
+
+def test_report_bench_rows_say_what_they_measure():
+    rows = _load("bench_report").run(quick=True)
+    assert [r["name"] for r in rows][0].startswith("text report of the demo")
+    assert all(r["note"].startswith("absolute: ") and r["peer_s"] for r in rows)
