@@ -58,7 +58,11 @@ def _items(p: str) -> list[str | None] | None:
                         j += 2 if p[j] == "\\" else 1
                 depth += {"(": 1, ")": -1}.get(p[j], 0)
                 j += 1
-            out.append(None)
+            follow = p[j] if j < n else ""
+            body = _group_body(p[i + 1:j - 1])
+            sub = _items(body) if body is not None and follow not in ("?", "*", "{") else None
+            # a plain group that must occur gives its literals, cut off from its neighbours
+            out.extend([None, *sub, None] if sub is not None else [None])
             i = j
         elif c == "|":
             return None
@@ -83,6 +87,19 @@ def _items(p: str) -> list[str | None] | None:
             out.append(c)
             i += 1
     return out
+
+
+def _group_body(inner: str) -> str | None:
+    """The pattern inside ``(...)``, ``(?:...)`` or ``(?P<name>...)``; None for lookarounds,
+    flags, comments and conditionals (their text need not occur as written)."""
+    if not inner.startswith("?"):
+        return inner
+    if inner.startswith("?:"):
+        return inner[2:]
+    if inner.startswith("?P<"):
+        k = inner.find(">")
+        return inner[k + 1:] if k > 0 else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -110,7 +127,8 @@ def anchor(pattern: str) -> Anchor:
                 words.append(m.group())
     if words:
         return Anchor("word", max(words, key=len).lower())
-    if runs and len(max(runs, key=len)) >= 4:
+    # 3 characters (OOM, 重复块) already make a substring test far cheaper than the regex
+    if runs and len(max(runs, key=len)) >= 3:
         return Anchor("substring", max(runs, key=len).lower())
     return Anchor("none")
 
