@@ -108,12 +108,24 @@ class Registry:
             self.add_module(importlib.import_module(f"{package_name}.{info.name}"))
 
     @classmethod
-    def discover(cls, plugins: bool = True) -> "Registry":
+    def discover(cls, plugins: bool = True, only: Iterable[str] = (),
+                 skip: Iterable[str] = ()) -> "Registry":
+        """Every built-in check and provider; with ``only``, just the modules those checks
+        and the facts they need live in (found by reading the sources, see ``_SourceIndex``),
+        so ``check --only X`` imports only what X needs."""
         reg = cls()
-        reg.add_package("doctor.probes")
-        reg.add_package("checks")
-        if plugins:
-            reg.plugins = list_plugins()
+        only = list(only)
+        found = list_plugins() if plugins else []
+        # a plugin's check may share a tag with built-in ones and need any provider: all then
+        index = _SourceIndex.build() if only and not found else None
+        modules = index.modules_for(only, list(skip)) if index else None
+        if modules is None:
+            reg.add_package("doctor.probes")
+            reg.add_package("checks")
+        else:
+            for name in modules:
+                reg.add_module(importlib.import_module(name))
+        reg.plugins = found
         return reg
 
     def load_plugins(self) -> None:
@@ -156,3 +168,104 @@ def list_plugins() -> list[PluginRef]:
     from importlib.metadata import entry_points
 
     return [PluginRef(ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+
+
+class _SourceIndex:
+    """Which module holds which check, and which provides which fact, read from the sources
+    with ``ast`` (no import). Only a selection uses it; anything it cannot read for sure (a
+    check id that is not a literal, an unknown word) sends the caller back to importing all.
+    A module's facts are over-approximated: every name it mentions that some provider
+    returns (``facts.get(Packages)`` inside a check counts too)."""
+
+    def __init__(self) -> None:
+        self.checks: list[tuple[str, tuple[str, ...], str, str]] = []  # id, tags, category, module
+        self.providers: dict[str, set[str]] = {}  # fact type name -> modules providing it
+        self.names: dict[str, set[str]] = {}  # module -> every identifier it mentions
+
+    @classmethod
+    def build(cls) -> "_SourceIndex | None":
+        import ast
+
+        idx = cls()
+        try:
+            for package in ("doctor.probes", "checks"):
+                pkg = importlib.import_module(package)
+                for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+                    if info.name.startswith("_"):
+                        continue
+                    mod = f"{package}.{info.name}"
+                    path = getattr(info.module_finder, "path", None)
+                    if path is None:
+                        return None
+                    with open(f"{path}/{info.name}.py", "rb") as fh:
+                        tree = ast.parse(fh.read())
+                    if not idx._add(tree, mod):
+                        return None
+        except (OSError, SyntaxError, ValueError, KeyError):
+            return None
+        return idx
+
+    def _add(self, tree: Any, mod: str) -> bool:
+        import ast
+
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.alias):
+                names.add(node.asname or node.name.split(".")[-1])
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.update(w for w in node.value.replace("|", " ").split() if w.isidentifier())
+        self.names[mod] = names
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            for deco in node.decorator_list:
+                fn = deco.func if isinstance(deco, ast.Call) else deco
+                name = fn.id if isinstance(fn, ast.Name) else getattr(fn, "attr", "")
+                if name == "provider" and not isinstance(deco, ast.Call):
+                    if node.returns is None:
+                        return False
+                    for n in ast.walk(node.returns):
+                        if isinstance(n, ast.Name):
+                            self.providers.setdefault(n.id, set()).add(mod)
+                        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+                            for w in n.value.replace("|", " ").split():
+                                self.providers.setdefault(w, set()).add(mod)
+                elif name == "check" and isinstance(deco, ast.Call):
+                    kw = {k.arg: k.value for k in deco.keywords}
+                    if not deco.args or not isinstance(deco.args[0], ast.Constant):
+                        return False
+                    tags = kw.get("tags")
+                    cat = kw.get("category")
+                    if tags is not None and not (isinstance(tags, (ast.Tuple, ast.List)) and all(
+                            isinstance(t, ast.Constant) for t in tags.elts)):
+                        return False
+                    if not isinstance(cat, ast.Attribute):
+                        return False
+                    self.checks.append((deco.args[0].value,
+                                        tuple(t.value for t in tags.elts) if tags else (),
+                                        Category[cat.attr].value, mod))
+        return True
+
+    def modules_for(self, only: list[str], skip: list[str]) -> list[str] | None:
+        """The modules to import for this selection, or None (import everything)."""
+        def match(c: tuple, word: str) -> bool:
+            cid, tags, cat, _ = c
+            return cid == word or cid.startswith(word + ".") or word in tags or cat == word
+
+        if any(not any(match(c, w) for c in self.checks) for w in only + skip):
+            return None  # Registry.select names the unknown word, from the full registry
+        todo = [c[3] for c in self.checks if any(match(c, w) for w in only)
+                and not any(match(c, w) for w in skip)]
+        seen: set[str] = set()
+        while todo:
+            mod = todo.pop()
+            if mod in seen:
+                continue
+            seen.add(mod)
+            for name in self.names.get(mod, ()):
+                todo.extend(self.providers.get(name, ()))
+        return sorted(seen)
