@@ -177,6 +177,25 @@ class Match:
     groups: Mapping[str, str]
 
 
+class _LazyFlat:
+    """(entry, compiled signature) by index, compiled on first use: a log touches a few of
+    the ~200 signatures, and compiling them all costs more than scanning a small log."""
+
+    def __init__(self, refs: list[tuple[Entry, int]]) -> None:
+        self.refs = refs
+        self.cache: dict[int, re.Pattern[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def __getitem__(self, i: int) -> tuple[Entry, "re.Pattern[str]"]:
+        rx = self.cache.get(i)
+        e, k = self.refs[i]
+        if rx is None:  # the flags of Entry.compiled
+            rx = self.cache[i] = re.compile(e.signatures[k], re.IGNORECASE | re.MULTILINE)
+        return e, rx
+
+
 class KnowledgeBase:
     def __init__(self, entries: Iterable[Entry]) -> None:
         self.entries: dict[str, Entry] = {}
@@ -225,8 +244,9 @@ class KnowledgeBase:
         """Every (entry, compiled signature) in entry order, and the gate over them."""
         if not hasattr(self, "_flat_cache"):
             from .gate import Gate
-            flat = [(e, rx) for e in self.entries.values() for rx in e.compiled]
-            self._flat_cache = (flat, Gate([rx.pattern for _, rx in flat]))
+            flat = _LazyFlat([(e, k) for e in self.entries.values()
+                              for k in range(len(e.signatures))])
+            self._flat_cache = (flat, Gate([e.signatures[k] for e, k in flat.refs]))
         return self._flat_cache
 
     def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5) -> list[Match]:
