@@ -249,7 +249,8 @@ class KnowledgeBase:
             self._flat_cache = (flat, Gate([e.signatures[k] for e, k in flat.refs]))
         return self._flat_cache
 
-    def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5) -> list[Match]:
+    def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5,
+                    numbered: Iterable[tuple[int, str]] | None = None) -> list[Match]:
         """Rank entries by evidence (streaming): specific entries before generic ones.
 
         An entry marked ``generic`` (ACL call failed, EZ9999) is returned only when no
@@ -291,7 +292,13 @@ class KnowledgeBase:
                 span[eid] = max(span.get(eid, 0), width)
 
         window: list[tuple[int, str, set[str]]] = []  # the last _JOIN_LINES lines
-        for n, raw in enumerate(lines, 1):
+        last = 0
+        # ``numbered``: (line number, line) with gaps where knowledge/gate.py ``skippable``
+        # lines were left out; none of them could join a line that follows a gap
+        for n, raw in (enumerate(lines, 1) if numbered is None else numbered):
+            if n != last + 1:
+                window = []
+            last = n
             line = _normalized(raw)
             covered = scan(line)
             record(covered, n, raw)

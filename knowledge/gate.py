@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
 
 WORD = re.compile(r"\w+")
 _SPECIAL = set(".^$*+?{}[]\\|()")
@@ -157,3 +158,110 @@ class Gate:
             out.extend(self.by_word[w])
         out.extend(i for s, i in self.by_sub if s in low)
         return out
+
+
+# ---- whole-chunk prefilter for `triage FILE` ------------------------------------------
+# KnowledgeBase.match_lines tries each line alone and joined with up to two lines before it
+# when it does not start a record. A line can be left out when it holds no gate literal, does
+# not start a CANN ``runtime result`` (read as ``error code is``), and neither it nor either
+# of the two lines after it is a continuation: it can then match nothing alone, and no join
+# includes it. Chunks with non-ASCII text keep every line (lower-casing is then not bytewise).
+
+CHUNK = 4 << 20
+_EXTRA_LITERALS = ["runtime result", "rterror", "ret code", "return code"]  # _RUNTIME_RESULT
+
+
+def _continuation(record_start: "re.Pattern[str]") -> "re.Pattern[str]":
+    """A newline followed by a line that does not start a record (its ``\\s*`` kept within
+    the line, as ``record_start.match`` on the line alone)."""
+    body = record_start.pattern
+    assert body.startswith(r"\s*"), body
+    return re.compile(r"\n(?!(?:[^\S\n]*" + body[3:] + "))")
+
+
+def match_chunks(kb: Any, chunks: Iterable[str], prefer: str | None = None) -> list:
+    """``kb.match_lines`` over the lines of ``chunks``, given only the lines it could use."""
+    from . import _RECORD_START
+
+    _, gate = kb._flat()
+    return kb.match_lines((), numbered=numbered_candidates(chunks, gate, _RECORD_START, prefer))
+
+
+def numbered_candidates(chunks: Iterable[str], gate: Gate, record_start: "re.Pattern[str]",
+                        prefer: str | None = None) -> Iterator[tuple[int, str]]:
+    """(line number, line) of every line ``match_lines`` could use, from text chunks that
+    each end at a newline (the last may not). A chunk's last two lines wait for the next
+    chunk: whether they may be left out depends on the lines after them."""
+    from doctor.probes.logs import scan_engine
+
+    lits = sorted({*gate.words, *(s for s, _ in gate.by_sub), *_EXTRA_LITERALS})
+    engine = scan_engine(lits, prefer)
+    cont = _continuation(record_start)
+    n = 0
+    pending = ""
+    for chunk in _with_end(chunks):
+        buf = pending + chunk if chunk is not None else pending
+        if not buf:
+            continue
+        if chunk is None:
+            cut = len(buf)
+        else:  # the start of the second-to-last line
+            last = buf.rfind("\n", 0, len(buf) - 1) + 1
+            cut = buf.rfind("\n", 0, last - 1) + 1 if last > 0 else 0
+        pending = buf[cut:]
+        if not cut:
+            continue
+        if gate.always or not buf.isascii():
+            for line in _split_lines(buf[:cut]):
+                n += 1
+                yield n, line
+            continue
+        keep = {s for s in engine.line_starts(buf.encode("ascii")) if s < cut}
+        first = buf[:buf.find("\n") + 1 or len(buf)]
+        if not record_start.match(first):
+            keep.add(0)
+        for m in cont.finditer(buf):
+            s = m.start() + 1  # a continuation line: it and the two lines before it
+            if s == len(buf):  # the final newline: no line follows it
+                continue
+            p1 = buf.rfind("\n", 0, m.start()) + 1
+            keep.update((s, p1))
+            if p1 > 0:
+                keep.add(buf.rfind("\n", 0, p1 - 1) + 1)
+        prev, base = 0, n
+        for s in sorted(x for x in keep if x < cut):
+            base += buf.count("\n", prev, s)
+            prev = s
+            e = buf.find("\n", s) + 1 or len(buf)
+            yield base + 1, buf[s:e]
+        n += buf.count("\n", 0, cut) + (0 if buf[cut - 1] == "\n" else 1)
+
+
+def _with_end(chunks: Iterable[str]) -> Iterator[str | None]:
+    yield from chunks
+    yield None
+
+
+def _split_lines(chunk: str) -> "list[str]":
+    """The chunk's lines as a text file yields them (split after each newline only)."""
+    parts = chunk.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+def text_chunks(fh: "Any", size: int = CHUNK) -> "Iterator[str]":
+    """A text stream in chunks that end at a newline (universal newlines already applied)."""
+    carry = ""
+    while True:
+        data = fh.read(size)
+        if not data:
+            if carry:
+                yield carry
+            return
+        buf = carry + data if carry else data
+        cut = buf.rfind("\n") + 1
+        if cut:
+            yield buf[:cut]
+        carry = buf[cut:]
