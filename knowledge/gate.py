@@ -183,19 +183,34 @@ def match_chunks(kb: Any, chunks: Iterable[str], prefer: str | None = None) -> l
     """``kb.match_lines`` over the lines of ``chunks``, given only the lines it could use."""
     from . import _RECORD_START
 
+    from doctor.probes.logs import required_literal
+
     _, gate = kb._flat()
-    return kb.match_lines((), numbered=numbered_candidates(chunks, gate, _RECORD_START, prefer))
+    # per signature its longest required literal (fewer false hits than a short anchor word
+    # such as "to"), else its gate anchor; a signature with neither keeps every line
+    lits: list[str] | None = []
+    for p in (p for e in kb.entries.values() for p in e.signatures):
+        a = required_literal(p) or (anchor(p).text if anchor(p).kind != "none" else None)
+        if a is None:
+            lits = None
+            break
+        lits.append(a)
+    return kb.match_lines((), numbered=numbered_candidates(chunks, gate, _RECORD_START, prefer,
+                                                           lits))
 
 
 def numbered_candidates(chunks: Iterable[str], gate: Gate, record_start: "re.Pattern[str]",
-                        prefer: str | None = None) -> Iterator[tuple[int, str]]:
+                        prefer: str | None = None, literals: list[str] | None = None
+                        ) -> Iterator[tuple[int, str]]:
     """(line number, line) of every line ``match_lines`` could use, from text chunks that
     each end at a newline (the last may not). A chunk's last two lines wait for the next
     chunk: whether they may be left out depends on the lines after them."""
     from doctor.probes.logs import scan_engine
 
-    lits = sorted({*gate.words, *(s for s, _ in gate.by_sub), *_EXTRA_LITERALS})
-    engine = scan_engine(lits, prefer)
+    every = bool(gate.always) if literals is None else False
+    if literals is None:
+        literals = [*gate.words, *(s for s, _ in gate.by_sub)]
+    engine = scan_engine(sorted({*literals, *_EXTRA_LITERALS}), prefer)
     cont = _continuation(record_start)
     n = 0
     pending = ""
@@ -211,7 +226,7 @@ def numbered_candidates(chunks: Iterable[str], gate: Gate, record_start: "re.Pat
         pending = buf[cut:]
         if not cut:
             continue
-        if gate.always or not buf.isascii():
+        if every or not buf.isascii():
             for line in _split_lines(buf[:cut]):
                 n += 1
                 yield n, line
