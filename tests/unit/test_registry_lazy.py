@@ -60,3 +60,17 @@ def test_only_ldconf_does_not_import_the_other_checks():
     for other in ("checks.msprof", "checks.dns", "checks.block_tables", "doctor.probes.msprof",
                   "doctor.probes.dns"):
         assert f"'{other}'" not in out, out
+
+
+def test_the_source_index_reads_every_check_and_provider():
+    """The index (read with regular expressions) knows exactly the checks the imports give."""
+    from doctor.registry import _SourceIndex
+
+    idx = _SourceIndex.build()
+    assert idx is not None
+    assert sorted(c[0] for c in idx.checks) == sorted(FULL.checks)
+    for cid, tags, cat, mod in idx.checks:
+        spec = FULL.checks[cid]
+        assert (tags, cat, mod) == (spec.tags, spec.category.value, spec.module), cid
+    for tp, spec in FULL.providers.items():
+        assert spec.func.__module__ in idx.providers.get(tp.__name__, ()), tp
