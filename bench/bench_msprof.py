@@ -57,7 +57,12 @@ def run(quick: bool = False) -> list[dict]:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from common import measure, measure_pair
 
-    has_pandas = importlib.util.find_spec("pandas") is not None
+    # BENCH_PEER_PATH: a `pip install --target DIR pandas` for the peer alone (not ours)
+    extra = os.environ.get("BENCH_PEER_PATH", "")
+    peer_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (extra, os.environ.get("PYTHONPATH", "")) if p)}
+    has_pandas = importlib.util.find_spec("pandas") is not None or (
+        bool(extra) and os.path.isdir(os.path.join(extra, "pandas")))
     out = []
     tmp = tempfile.mkdtemp(prefix="bench-msprof-")
     try:
@@ -74,7 +79,7 @@ def run(quick: bool = False) -> list[dict]:
                             "note": "pandas not installed: peer skipped (pip install pandas)"})
                 continue
             ours, peer, ratio = measure_pair(ours_argv, [sys.executable, "-c", PANDAS, path], n,
-                                             stdout_dir=tmp)
+                                             peer_env=peer_env, stdout_dir=tmp)
             out.append({"name": name, "ours_s": round(ours[0], 3), "peer": "pandas.read_csv",
                         "peer_s": round(peer[0], 3), "ratio": ratio,
                         "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": round(peer[1], 1),
