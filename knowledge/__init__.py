@@ -293,8 +293,8 @@ class KnowledgeBase:
 
         window: list[tuple[int, str, set[str]]] = []  # the last _JOIN_LINES lines
         last = 0
-        # ``numbered``: (line number, line) with gaps where knowledge/gate.py ``skippable``
-        # lines were left out; none of them could join a line that follows a gap
+        # ``numbered``: (line number, line) with gaps where knowledge/gate.py
+        # ``numbered_candidates`` left lines out; none of them could join the line after a gap
         for n, raw in (enumerate(lines, 1) if numbered is None else numbered):
             if n != last + 1:
                 window = []
