@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
+from doctor.casefold import fold
+
 WORD = re.compile(r"\w+")
 _SPECIAL = set(".^$*+?{}[]\\|()")
 _ESC_LITERAL = set(".^$*+?{}[]\\|()/-'\"#&~:,=!<> ")
@@ -127,10 +129,10 @@ def anchor(pattern: str) -> Anchor:
             if m.start() > 0 and m.end() < len(run):  # bounded by literal non-word chars
                 words.append(m.group())
     if words:
-        return Anchor("word", max(words, key=len).lower())
+        return Anchor("word", fold(max(words, key=len)))
     # 3 characters (OOM, 重复块) already make a substring test far cheaper than the regex
     if runs and len(max(runs, key=len)) >= 3:
-        return Anchor("substring", max(runs, key=len).lower())
+        return Anchor("substring", fold(max(runs, key=len)))
     return Anchor("none")
 
 
@@ -152,7 +154,7 @@ class Gate:
         self.words = frozenset(self.by_word)
 
     def candidates(self, line: str) -> list[int]:
-        low = line.lower()
+        low = fold(line)  # as re.IGNORECASE compares: ſ is s, İ is i
         out = list(self.always)
         for w in self.words.intersection(WORD.findall(low)):
             out.extend(self.by_word[w])

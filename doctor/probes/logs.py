@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
+from ..casefold import fold
 from ..errors import SourceError, SourceMissing
 from ..host import Host
 from ..inputs import user_files
@@ -166,7 +167,7 @@ def required_literal(pattern: str) -> str | None:
                 flush()
     walk(tree)
     flush()
-    best = best.lower()
+    best = fold(best)
     return best if len(best) >= 3 else None
 
 
@@ -182,7 +183,7 @@ class LinePrefilter:
     def candidate(self, line: str) -> bool:
         if self.always:
             return True
-        low = line.lower()
+        low = fold(line)
         return any(lit in low for lit in self.literals)
 
 
