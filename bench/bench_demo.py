@@ -23,9 +23,17 @@ TORCH_VENV = OUT / "torch-venv"
 TORCH_PIN = "torch==2.13.0"
 
 
+TEST_TORCH = Path(__file__).resolve().parents[1] / "tests" / ".cache" / "venv-torch-npu"
+# the test venv has torch_npu too: without CANN it cannot load, so torch must not autoload it
+PEER_ENV = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+
+
 def torch_python() -> tuple[str | None, str]:
-    """The peer's interpreter, creating the venv once; (None, why) when unavailable."""
-    py = TORCH_VENV / "bin" / "python"
+    """The peer's interpreter: the tests' torch venv when present, else bench/out/torch-venv
+    (created once); (None, why) when unavailable."""
+    py = TEST_TORCH / "bin" / "python"
+    if not py.exists():
+        py = TORCH_VENV / "bin" / "python"
     if not py.exists():
         OUT.mkdir(parents=True, exist_ok=True)
         r = subprocess.run([sys.executable, "-m", "venv", str(TORCH_VENV)], capture_output=True)
@@ -35,16 +43,16 @@ def torch_python() -> tuple[str | None, str]:
         if r.returncode != 0:
             return None, f"no torch venv ({TORCH_PIN} not installable here)"
     r = subprocess.run([str(py), "-c", "import torch; print(torch.__version__)"],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env={**os.environ, **PEER_ENV})
     if r.returncode != 0:
         return None, "torch in bench/out/torch-venv does not import"
     return str(py), f"torch {r.stdout.strip()}"
 
 
-def import_time_us(python: str, module: str) -> int:
+def import_time_us(python: str, module: str, env: dict | None = None) -> int:
     """Total cumulative import time (µs) of ``module`` from ``-X importtime``."""
     r = subprocess.run([python, "-X", "importtime", "-c", f"import {module}"],
-                       capture_output=True, text=True, check=True)
+                       capture_output=True, text=True, check=True, env=env)
     return total_import_us(r.stderr, module)
 
 
@@ -57,32 +65,52 @@ def total_import_us(stderr: str, module: str) -> int:
 
 
 def run(quick: bool = False) -> list[dict]:
+    from common import measure_pair, pyc_envs
+
     n = 3 if quick else 7
     exe = doctor_exe()
-    env = {**os.environ, "CI": "true", "NO_COLOR": "1"}
+    repo = str(Path(__file__).resolve().parents[1])
+    base = {**os.environ, "CI": "true", "NO_COLOR": "1",
+            "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    envs = pyc_envs(base)
     peer_py, peer_note = torch_python()
-    peer = None
-    if peer_py:
-        peer = measure([peer_py, "-m", "torch.utils.collect_env"], n, env=env)
     rows = []
-    ours = measure([exe, "demo", "--json"], n, env=env)
-    rows.append(row("demo --json (8x910B scenario, all checks)", ours,
-                    "python -m torch.utils.collect_env" if peer else None, peer,
-                    peer_note if peer else f"peer skipped: {peer_note}"))
     with tempfile.TemporaryDirectory() as d:
         bundle = os.path.join(d, "demo.tar.gz")
-        subprocess.run([exe, "demo", "--export", bundle], check=True, capture_output=True)
-        ours = measure([exe, "check", "--bundle", bundle, "--json"], n, env=env, ok_codes=(0, 1))
-    rows.append(row("check --bundle <exported demo> --json", ours,
-                    "python -m torch.utils.collect_env" if peer else None, peer,
-                    "exit 1 expected (the demo fails)"))
-    ours_us = sorted(import_time_us(sys.executable, "doctor.cli") for _ in range(n))[n // 2]
+        subprocess.run([exe, "demo", "--export", bundle], check=True, capture_output=True,
+                       env=envs["cold"])
+        cases = [("demo --json (8x910B scenario, all checks)", [exe, "demo", "--json"], (0,)),
+                 ("check --bundle <exported demo> --json", [exe, "check", "--bundle", bundle,
+                                                          "--json"], (0, 1)),
+                 ("check --bundle <demo> --only ldconf --json",
+                  [exe, "check", "--bundle", bundle, "--only", "ldconf", "--json"], (0, 1))]
+        for mode in ("warm", "cold"):
+            env = envs[mode]
+            if mode == "warm":  # fill the .pyc cache once
+                subprocess.run(cases[0][1], env={**env}, capture_output=True)
+            for name, argv, ok in cases:
+                label = f"{name}, {'.pyc warm' if mode == 'warm' else 'no .pyc (compiled each run)'}"
+                if not peer_py:
+                    from common import measure
+                    ours = measure(argv, n, env=env, ok_codes=ok)
+                    rows.append(row(label, ours, None, None, f"peer skipped: {peer_note}"))
+                    continue
+                ours, peer, ratio = measure_pair(
+                    argv, [peer_py, "-m", "torch.utils.collect_env"], n, env=env,
+                    peer_env={**env, **PEER_ENV}, ok_codes=ok, stdout_dir=d)
+                r = row(label, ours, "python -m torch.utils.collect_env", peer,
+                        f"{peer_note}; ours = 1/{ratio:.1f} of collect_env")
+                r["ratio"] = ratio
+                rows.append(r)
+    ours_us = sorted(import_time_us(sys.executable, "doctor.cli", envs["warm"])
+                      for _ in range(n))[n // 2]
     imp = None
     if peer_py:
-        imp = sorted(import_time_us(peer_py, "torch") for _ in range(n))[n // 2]
-    rows.append(row("import doctor.cli (-X importtime, cumulative)", (ours_us / 1e6, 0.0),
-                    "import torch" if imp else None, (imp / 1e6, 0.0) if imp else None,
-                    "import time only; RSS not measured"))
+        imp = sorted(import_time_us(peer_py, "torch", {**envs["warm"], **PEER_ENV})
+                     for _ in range(n))[n // 2]
+    rows.append(row("import doctor.cli (-X importtime, cumulative, .pyc warm)",
+                    (ours_us / 1e6, 0.0), "import torch" if imp else None,
+                    (imp / 1e6, 0.0) if imp else None, "import time only; RSS not measured"))
     rows[-1]["ours_rss_mb"] = rows[-1]["peer_rss_mb"] = None
     return rows
 

@@ -105,18 +105,30 @@ def run(quick: bool = False) -> list[dict]:
         t0 = time.perf_counter()
         write_capture(path, packets)
         gen_s = time.perf_counter() - t0
-        ours_s, ours_rss, _ = _child([sys.executable, "-c", OURS, path])
-        row = {"name": f"dns: {packets:,} packets ({os.path.getsize(path) / 2**20:.0f} MiB pcap)",
-               "ours_s": round(ours_s, 2), "peer": "tshark -r FILE -Y dns", "peer_s": None,
-               "ours_rss_mb": round(ours_rss, 1), "peer_rss_mb": None,
-               "note": f"capture written in {gen_s:.1f} s"}
-        if shutil.which("tshark"):
-            peer_s, peer_rss, _ = _child(["tshark", "-r", path, "-Y", "dns"])
-            row.update(peer_s=round(peer_s, 2), peer_rss_mb=round(peer_rss, 1))
-            row["note"] += f"; ours/tshark time ratio {ours_s / peer_s:.2f}"
-        else:
-            row["note"] += "; tshark not installed: peer skipped (apt-get install tshark)"
-        return [row]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from common import measure, measure_pair
+
+        n = 3
+        ours_argv = [sys.executable, "-c", OURS, path]
+        name = f"dns: {packets:,} packets ({os.path.getsize(path) / 2**20:.0f} MiB pcap)"
+        rows = []
+        for tool, argv in (("tshark", ["tshark", "-r", path, "-Y", "dns"]),
+                           ("tcpdump", ["tcpdump", "-n", "-r", path, "udp", "port", "53"])):
+            if not shutil.which(tool):
+                continue
+            ours, peer, ratio = measure_pair(ours_argv, argv, n, stdout_dir=tmp)
+            rows.append({"name": name, "ours_s": round(ours[0], 3), "peer": " ".join(
+                a if a != path else "FILE" for a in argv), "peer_s": round(peer[0], 3),
+                "ratio": ratio, "ours_rss_mb": round(ours[1], 1),
+                "peer_rss_mb": round(peer[1], 1),
+                "note": f"capture written in {gen_s:.1f} s; ours/{tool} time {1 / ratio:.2f}"})
+        if not rows:
+            ours = measure(ours_argv, n)
+            rows.append({"name": name, "ours_s": round(ours[0], 3), "peer": None,
+                         "peer_s": None, "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": None,
+                         "note": "tshark and tcpdump not installed: peers skipped"})
+        row = rows
+        return row
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

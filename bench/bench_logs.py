@@ -1,32 +1,49 @@
-"""Log triage over a large vLLM log: our streamed signature matcher (checks/logs.py
-``match_stream``: literal prefilter + KnowledgeBase.match_lines, line numbers kept) against
-``grep -E -n -i`` with the same signatures (side by side, same file, same run; a ratio).
+"""Log triage over a large vLLM log against ``grep -E -n -i`` with the same signatures (same
+file, run alternately in one run; the ratio is the median of the pairs).
 
-Both run as child processes so their peak RSS is measured alike (wait4 rusage).
+Rows: the logs check's scan (checks/logs.py ``match_file``: one pass per block, then the
+unchanged matcher on candidate lines) with each engine available — ``hyperscan`` (the
+``ascend-doctor[fast]`` extra) and the pure-Python fallback — and the ``triage FILE`` path
+(knowledge/gate.py ``match_chunks``: the lines ``match_lines`` could use, wrapped pastes
+kept), at 10⁴, 10⁵ and 10⁶ lines. Each writes its output to a file, as grep does.
+Both run as child processes so their peak RSS is measured alike (GNU time, common.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import measure_pair, pyc_envs  # noqa: E402
 
-_CHILD = r"""
+_CHECK = r"""
 import sys, json
 sys.path.insert(0, {repo!r})
 import knowledge
-from checks.logs import match_stream
-from doctor.probes.logs import iter_lines
+from checks.logs import LinePrefilter, match_file
+from doctor.probes.logs import LogScan, scan_engine
+kb = knowledge.load()
+pre = LinePrefilter([p for e in kb.entries.values() for p in e.signatures])
+scan = LogScan()
 with open(sys.argv[1], "rb") as fh:
-    m = match_stream(knowledge.load(), iter_lines(fh, None))
-print(json.dumps([[a.entry.id, a.count] for a in m]))
+    m = match_file(kb, fh, None, scan, scan_engine(pre.literals, sys.argv[2]))
+print(json.dumps([[a.entry.id, a.count, a.lines] for a in m]), scan.lines)
+"""
+
+_TRIAGE = r"""
+import sys, json
+sys.path.insert(0, {repo!r})
+import knowledge
+from knowledge.gate import match_chunks, text_chunks
+with open(sys.argv[1], encoding="utf-8", errors="replace") as fh:  # as `triage FILE` opens it
+    m = match_chunks(knowledge.load(), text_chunks(fh), sys.argv[2])
+print(json.dumps([[x.entry.id, x.score, x.lines] for x in m]))
 """
 
 STATS = ("INFO 11-20 03:06:02 [loggers.py:123] Engine 000: Avg prompt throughput: 5198.0 tokens/s, "
@@ -43,34 +60,59 @@ def _log(path: Path, lines: int) -> None:
             fh.write(ERRORS[i % 2] if i % 50_000 == 49_999 else (STATS if i % 10 == 0 else ACCESS))
 
 
-def _timed(argv: list[str]) -> tuple[float, float, None]:
-    """(wall seconds, peak RSS MB, None) of one child process (GNU time's %M, see common.py)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from common import measure_once
+def engines() -> list[str]:
+    from doctor.probes.logs import scan_engine
 
-    wall, rss, _rc = measure_once(argv)  # grep exits 1 when nothing matched: not an error
-    return wall, rss, None
+    out = []
+    try:
+        scan_engine(["abc"], "hyperscan")
+        out.append("hyperscan")
+    except ImportError:
+        pass
+    return out + ["python"]
+
+
+def grep_pattern() -> str:
+    import knowledge
+
+    sigs = [re.sub(r"\(\?P<\w+>", "(", s) for e in knowledge.load().entries.values()
+            for s in e.signatures]
+    return "|".join(f"({s.replace('(?:', '(')})" for s in sigs).replace(r"\d", "[0-9]") \
+        .replace(r"\w", "[A-Za-z0-9_]")
 
 
 def run(quick: bool = False) -> list[dict]:
-    import knowledge
-
-    lines = 100_000 if quick else 1_000_000
-    sigs = [re.sub(r"\(\?P<\w+>", "(", s) for e in knowledge.load().entries.values()
-            for s in e.signatures]
-    ere = "|".join(f"({s.replace('(?:', '(')})" for s in sigs).replace(r"\d", "[0-9]") \
-        .replace(r"\w", "[A-Za-z0-9_]").replace(r"\b", r"\b")
+    sizes = (10_000, 100_000) if quick else (10_000, 100_000, 1_000_000)
+    ere = grep_pattern()
+    env = pyc_envs()["warm"]  # measure_pair's warm-up run fills the .pyc cache
+    rows = []
     with tempfile.TemporaryDirectory() as d:
-        log = Path(d) / "server.log"
-        _log(log, lines)
-        ours_s, ours_rss, _ = _timed([sys.executable, "-c", _CHILD.format(repo=str(REPO)),
-                                      str(log)])
-        peer_s, peer_rss, _ = _timed(["grep", "-E", "-n", "-i", ere, str(log)])
-        size = log.stat().st_size
-    return [{"name": f"log triage, {lines} lines ({size / 2**20:.0f} MiB)", "ours_s": round(ours_s, 3),
-             "peer": "grep -E -n -i (same signatures, no ranking)", "peer_s": round(peer_s, 3),
-             "ours_rss_mb": round(ours_rss, 1), "peer_rss_mb": round(peer_rss, 1),
-             "note": "ours ranks KB entries and keeps line numbers; grep only prints matches"}]
+        for lines in sizes:
+            log = Path(d) / f"server-{lines}.log"
+            _log(log, lines)
+            size = log.stat().st_size / 2**20
+            grep = ["grep", "-E", "-n", "-i", ere, str(log)]
+            n = 3 if quick or lines >= 1_000_000 else 5
+            for eng in engines():
+                ours, peer, ratio = measure_pair(
+                    [sys.executable, "-c", _CHECK.format(repo=str(REPO)), str(log), eng], grep,
+                    n, env=env, stdout_dir=d)
+                rows.append(_row(f"logs check, {lines:,} lines ({size:.1f} MiB), {eng} engine, .pyc warm",
+                                 ours, peer, ratio, "same entries, counts and line numbers as "
+                                 "the line-by-line matcher; grep only prints matches"))
+                ours, peer, ratio = measure_pair(
+                    [sys.executable, "-c", _TRIAGE.format(repo=str(REPO)), str(log), eng], grep,
+                    n, env=env, stdout_dir=d)
+                rows.append(_row(f"triage FILE, {lines:,} lines, {eng} engine, .pyc warm", ours, peer,
+                                 ratio, "ranked as match_lines on every line (wrapped pastes "
+                                 "joined)"))
+    return rows
+
+
+def _row(name: str, ours, peer, ratio: float, note: str) -> dict:
+    return {"name": name, "ours_s": round(ours[0], 4), "peer": "grep -E -n -i (same signatures)",
+            "peer_s": round(peer[0], 4), "ratio": ratio, "ours_rss_mb": round(ours[1], 1),
+            "peer_rss_mb": round(peer[1], 1), "note": note}
 
 
 if __name__ == "__main__":

@@ -53,36 +53,39 @@ OURS = ("import sys; from doctor.probes.msprof import ProfileAcc, parse_op_rows,
 PANDAS = "import sys, pandas; df = pandas.read_csv(sys.argv[1]); print(len(df))"
 
 
-def _median(argv: list[str], n: int) -> tuple[float, float]:
-    """Median (wall seconds, peak RSS MiB) over n fresh child processes, one warm-up first
-    (GNU time's %M, see common.py)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from common import measure
-
-    return measure(argv, n)
-
-
 def run(quick: bool = False) -> list[dict]:
-    rows = 100_000 if quick else 1_000_000
-    n = 3 if quick else 7
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import measure, measure_pair
+
+    # BENCH_PEER_PATH: a `pip install --target DIR pandas` for the peer alone (not ours)
+    extra = os.environ.get("BENCH_PEER_PATH", "")
+    peer_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (extra, os.environ.get("PYTHONPATH", "")) if p)}
+    has_pandas = importlib.util.find_spec("pandas") is not None or (
+        bool(extra) and os.path.isdir(os.path.join(extra, "pandas")))
+    out = []
     tmp = tempfile.mkdtemp(prefix="bench-msprof-")
-    path = os.path.join(tmp, "op_summary_20260323031901.csv")
     try:
-        write_op_summary(path, rows)
-        ours_s, ours_rss = _median([sys.executable, "-c", OURS, path], n)
-        row = {"name": f"msprof: op_summary {rows:,} rows ({os.path.getsize(path) / 2**20:.0f} MiB)",
-               "ours_s": round(ours_s, 2), "peer": "pandas.read_csv", "peer_s": None,
-               "ours_rss_mb": round(ours_rss, 1), "peer_rss_mb": None, "note": ""}
-        if importlib.util.find_spec("pandas") is not None:
-            peer_s, peer_rss = _median([sys.executable, "-c", PANDAS, path], n)
-            row.update(peer_s=round(peer_s, 2), peer_rss_mb=round(peer_rss, 1),
-                       note=f"ours/pandas time ratio {ours_s / peer_s:.2f}; not the same work: "
-                            "ours parses, sums per device/op/stream and freezes the Profile, "
-                            "pandas only parses into a DataFrame (no aggregation); median of "
-                            f"{n} runs each")
-        else:
-            row["note"] = "pandas not installed: peer skipped (pip install pandas to compare)"
-        return [row]
+        for rows in ((10_000, 100_000) if quick else (10_000, 100_000, 1_000_000)):
+            n = 3 if quick or rows >= 1_000_000 else 5
+            path = os.path.join(tmp, f"op_summary_{rows}.csv")
+            write_op_summary(path, rows)
+            name = f"msprof: op_summary {rows:,} rows ({os.path.getsize(path) / 2**20:.1f} MiB)"
+            ours_argv = [sys.executable, "-c", OURS, path]
+            if not has_pandas:
+                ours = measure(ours_argv, n)
+                out.append({"name": name, "ours_s": round(ours[0], 3), "peer": "pandas.read_csv",
+                            "peer_s": None, "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": None,
+                            "note": "pandas not installed: peer skipped (pip install pandas)"})
+                continue
+            ours, peer, ratio = measure_pair(ours_argv, [sys.executable, "-c", PANDAS, path], n,
+                                             peer_env=peer_env, stdout_dir=tmp)
+            out.append({"name": name, "ours_s": round(ours[0], 3), "peer": "pandas.read_csv",
+                        "peer_s": round(peer[0], 3), "ratio": ratio,
+                        "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": round(peer[1], 1),
+                        "note": f"ours/pandas time {1 / ratio:.2f}; ours parses, sums per "
+                                "device/op/stream and freezes the Profile, pandas only parses"})
+        return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

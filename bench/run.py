@@ -36,7 +36,8 @@ def _fmt_mb(v) -> str:
 def ratio(r: dict) -> str:
     if not r.get("peer_s") or not r.get("ours_s"):
         return "—"
-    x = r["peer_s"] / r["ours_s"]
+    # the median of per-pair ratios when ours and the peer ran alternately (common.py)
+    x = r.get("ratio") or r["peer_s"] / r["ours_s"]
     return f"{x:.1f}× faster" if x >= 1 else f"{1 / x:.1f}× slower"
 
 
@@ -78,8 +79,10 @@ def main() -> int:
     print("\n".join(lines))
     head = (f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on "
             f"{platform.machine()}, Python {platform.python_version()}, "
-            f"{'quick' if ns.quick else 'full'} mode (median of fresh runs); "
-            "reproduce with `.venv/bin/python bench/run.py`.")
+            f"{'quick' if ns.quick else 'full'} mode (median of fresh runs, ours and the peer "
+            "alternately; ratio = median of the pairs); rows say whether the project's own "
+            "modules were byte-compiled (`.pyc` warm) or compiled on each run (cold, this "
+            "environment's PYTHONDONTWRITEBYTECODE); reproduce with `.venv/bin/python bench/run.py`.")
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     (out / "latest.md").write_text(head + "\n\n" + "\n".join(lines) + "\n")

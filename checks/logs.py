@@ -13,8 +13,7 @@ from typing import Iterable, Iterator
 from doctor.errors import SourceError, SourceMissing
 from doctor.host import Host
 from doctor.model import Category, Finding
-from doctor.probes.logs import (LinePrefilter, LogSources, StatsLine, iter_lines,
-                                parse_stats_line)
+from doctor.probes.logs import LinePrefilter, LogScan, LogSources, scan_lines
 from doctor.registry import check
 from doctor.redact import redact_text
 
@@ -33,6 +32,25 @@ def match_stream(kb, lines: Iterable[str], on_line=None) -> list[_Acc]:
     """``kb.match_lines`` over a stream, a chunk of candidate lines at a time (the literal
     prefilter skips lines no signature can match), with the file's own line numbers."""
     pre = LinePrefilter([p for e in kb.entries.values() for p in e.signatures])
+
+    def numbered() -> Iterator[tuple[int, str]]:
+        for n, line in enumerate(lines, 1):
+            if on_line is not None:
+                on_line(n, line)
+            if pre.candidate(line):
+                yield n, line
+    return match_numbered(kb, numbered())
+
+
+def match_file(kb, fh, size: int | None, result: LogScan, engine=None) -> list[_Acc]:
+    """What ``match_stream(kb, iter_lines(fh, size))`` gives, from one scan of each block
+    (doctor/probes/logs.py ``scan_lines``); ``result`` gets the line count and last stats."""
+    pre = LinePrefilter([p for e in kb.entries.values() for p in e.signatures])
+    return match_numbered(kb, scan_lines(fh, size, pre, result, engine))
+
+
+def match_numbered(kb, candidates: Iterable[tuple[int, str]]) -> list[_Acc]:
+    """``kb.match_lines`` over (line number, line) candidates, CHUNK lines at a time."""
     acc: dict[str, _Acc] = {}
     chunk: list[str] = []
     numbers: list[int] = []
@@ -49,14 +67,11 @@ def match_stream(kb, lines: Iterable[str], on_line=None) -> list[_Acc]:
         chunk.clear()
         numbers.clear()
 
-    for n, line in enumerate(lines, 1):
-        if on_line is not None:
-            on_line(n, line)
-        if pre.candidate(line):
-            chunk.append(line)
-            numbers.append(n)
-            if len(chunk) >= CHUNK:
-                flush()
+    for n, line in candidates:
+        chunk.append(line)
+        numbers.append(n)
+        if len(chunk) >= CHUNK:
+            flush()
     if chunk:
         flush()
     return sorted(acc.values(), key=lambda a: (-a.count, a.entry.id))
@@ -84,20 +99,13 @@ def signatures(host: Host, sources: LogSources) -> Iterator[Finding]:
             yield Finding.error(f"cannot read log {lf.path} ({lf.origin}): {exc.reason}",
                                 subject=lf.path, evidence={"path": lf.path, "reason": exc.reason})
             continue
-        last_stats: list[StatsLine] = []
-        count = [0]
-
-        def on_line(n: int, line: str) -> None:
-            count[0] = n
-            if "throughput" in line:
-                st = parse_stats_line(line, n)
-                if st is not None:
-                    last_stats[:] = [st]
-
+        scan = LogScan()
         try:
-            matches = match_stream(kb, iter_lines(fh, lf.size), on_line)
+            matches = match_file(kb, fh, lf.size, scan)
         finally:
             fh.close()
+        last_stats = [scan.last_stats] if scan.last_stats else []
+        count = [scan.lines]
         tail = " (last 256 MiB)" if lf.size and lf.size > 256 * 1024 * 1024 else ""
         for m in matches:
             e = m.entry

@@ -70,7 +70,7 @@ def run_report(host, options, only, skip, timeout: float | None, context=None,
     from .engine import DEFAULT_TIMEOUT, RunConfig, run
     from .registry import Registry
 
-    registry = Registry.discover()
+    registry = Registry.discover(only=only, skip=skip)  # with --only: only what it needs
     registry.load_plugins()
     config = RunConfig(tuple(only), tuple(skip), timeout or DEFAULT_TIMEOUT, context=context,
                        override=bool(timeout))

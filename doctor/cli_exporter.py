@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import click
@@ -105,6 +104,7 @@ def loop(state: State, once, interval: float, stop: threading.Event) -> None:
 
 
 def make_handler(state: State):
+    from http.server import BaseHTTPRequestHandler  # lazy: only the exporter serves
     from prometheus_client import CONTENT_TYPE_LATEST  # noqa: F401  (lazy: heavy)
     from .exporter import health
     class Handler(BaseHTTPRequestHandler):
@@ -200,6 +200,8 @@ def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seco
         return run_once(make_host, options, skip, budget, context, last)
 
     try:
+        from http.server import ThreadingHTTPServer
+
         server = ThreadingHTTPServer((listen, port), make_handler(state))
     except OSError as exc:
         raise UsageError(f"--listen {listen} --port {port}: cannot listen: "

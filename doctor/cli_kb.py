@@ -254,10 +254,17 @@ def corpus_lines(corpus_dir: str | None = None, kind: str = "triage") -> list[st
     return out
 
 
-def _lines(source: str) -> Iterator[str]:
+def _chunks(source: str) -> Iterator[str]:
+    """The input as text chunks ending at a newline (knowledge/gate.py ``text_chunks``)."""
+    from knowledge.gate import text_chunks
+
+    return _lines(source, text_chunks)
+
+
+def _lines(source: str, split=iter) -> Iterator[str]:
     if source == "-":
         stream = click.get_text_stream("stdin", errors="replace")
-        yield from stream
+        yield from split(stream)
         return
     try:
         if source.endswith(".gz"):  # rotated logs
@@ -269,7 +276,7 @@ def _lines(source: str) -> Iterator[str]:
         raise DoctorError(f"cannot read {source}: {exc.strerror or exc}") from None
     with fh:
         try:
-            yield from fh
+            yield from split(fh)
         except (OSError, EOFError) as exc:  # truncated or corrupt .gz
             raise DoctorError(f"cannot read {source}: {exc}") from None
 
@@ -300,9 +307,11 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int) -> None
     Exit 0 when an entry matched, 1 when nothing did, 2 when the input cannot be read.
     """
     from knowledge import load
+    from knowledge.gate import match_chunks
 
     lang = lang or default_lang()
-    matches = load().match_lines(_lines(source))[:max(limit, 1)]
+    # match_lines on the lines it could use, found by one scan per chunk
+    matches = match_chunks(load(), _chunks(source))[:max(limit, 1)]
     if as_json:
         click.echo(json.dumps({"source": source, "matches": [
             {"id": m.entry.id, "score": round(m.score, 3), "title": m.entry.text("title", lang),

@@ -181,6 +181,25 @@ class Match:
     groups: Mapping[str, str]
 
 
+class _LazyFlat:
+    """(entry, compiled signature) by index, compiled on first use: a log touches a few of
+    the ~200 signatures, and compiling them all costs more than scanning a small log."""
+
+    def __init__(self, refs: list[tuple[Entry, int]]) -> None:
+        self.refs = refs
+        self.cache: dict[int, re.Pattern[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def __getitem__(self, i: int) -> tuple[Entry, "re.Pattern[str]"]:
+        rx = self.cache.get(i)
+        e, k = self.refs[i]
+        if rx is None:  # the flags of Entry.compiled
+            rx = self.cache[i] = re.compile(e.signatures[k], re.IGNORECASE | re.MULTILINE)
+        return e, rx
+
+
 class KnowledgeBase:
     def __init__(self, entries: Iterable[Entry]) -> None:
         self.entries: dict[str, Entry] = {}
@@ -229,11 +248,13 @@ class KnowledgeBase:
         """Every (entry, compiled signature) in entry order, and the gate over them."""
         if not hasattr(self, "_flat_cache"):
             from .gate import Gate
-            flat = [(e, rx) for e in self.entries.values() for rx in e.compiled]
-            self._flat_cache = (flat, Gate([rx.pattern for _, rx in flat]))
+            flat = _LazyFlat([(e, k) for e in self.entries.values()
+                              for k in range(len(e.signatures))])
+            self._flat_cache = (flat, Gate([e.signatures[k] for e, k in flat.refs]))
         return self._flat_cache
 
-    def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5) -> list[Match]:
+    def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5,
+                    numbered: Iterable[tuple[int, str]] | None = None) -> list[Match]:
         """Rank entries by evidence (streaming): specific entries before generic ones.
 
         An entry marked ``generic`` (ACL call failed, EZ9999) is returned only when no
@@ -277,7 +298,13 @@ class KnowledgeBase:
         window: list[tuple[int, str, set[str]]] = []  # the last _JOIN_LINES lines
         last_exc: tuple[int, str, str] | None = None  # nearest exception: (n, text, raw)
         cause_at: dict[str, tuple[int, str, str] | None] = {}
-        for n, raw in enumerate(lines, 1):
+        last = 0
+        # ``numbered``: (line number, line) with gaps where knowledge/gate.py
+        # ``numbered_candidates`` left lines out; none of them could join the line after a gap
+        for n, raw in (enumerate(lines, 1) if numbered is None else numbered):
+            if n != last + 1:
+                window = []
+            last = n
             line = _normalized(raw)
             covered = scan(line)
             record(covered, n, raw)

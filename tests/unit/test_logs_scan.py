@@ -1,0 +1,153 @@
+"""The logs check's whole-buffer scan gives what the line-by-line matcher gives.
+
+``match_file`` (one scan per block, pure Python or hyperscan) is compared with
+``match_stream(kb, iter_lines(...))`` on the same bytes: entries, counts, line numbers,
+groups, the line count and the last stats line. Lines come from the real error reports in
+tests/corpus/triage, mixed with case variants, non-ASCII text whose lower-casing yields ASCII
+(KELVIN SIGN, İ), CJK signatures, invalid UTF-8, CRLF, lines past MAX_LINE and a last line
+without a newline; small blocks put block boundaries everywhere.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import knowledge
+from checks.logs import match_file, match_stream
+from doctor.probes import logs as logs_probe
+from doctor.probes.logs import (MAX_LINE, LinePrefilter, LogScan, _HsEngine, _PyEngine,
+                                iter_lines, parse_stats_line, scan_engine)
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "triage"
+KB = knowledge.load()
+PRE = LinePrefilter([p for e in KB.entries.values() for p in e.signatures])
+STATS = ("INFO 11-20 03:06:02 [loggers.py:123] Engine 000: Avg prompt throughput: 5198.0 "
+         "tokens/s, Avg generation throughput: 903.2 tokens/s, Running: 48 reqs, Waiting: 140 "
+         "reqs, GPU KV cache usage: 97.0%, Prefix cache hit rate: 0.0%")
+
+
+def _corpus_lines() -> list[str]:
+    out = []
+    for p in sorted(CORPUS.glob("*.txt")):
+        body = p.read_text(encoding="utf-8").partition("# ---\n")[2]
+        out += [ln for ln in body.splitlines() if ln.strip()][:40]
+    return out
+
+
+REAL = _corpus_lines()
+EXTRA = [
+    STATS, STATS.replace("Waiting", "Pending"), "throughput only, not a stats line",
+    'INFO:     10.0.0.7:51514 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    "RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB",
+    "EI0006: Getting socket times out.", "ei0006: getting SOCKET times out",
+    "重复块 ID 17 in block table", "错误 EZ9999 内部错误", "ACL_ERROR_RT_FAILURE",
+    "\u212aernel EL0009 \u0130nit", "OOM killer", "ACL_\u212aRROR_X",  # KELVIN SIGN, İ
+    "lib\u00e9.so: invalid ELF header", "café", "", "重复块ID", "bloc\u212a_table id 3",
+    "\u212aV cache block_table", "AC\u212b ACL_ERROR_\u212a",
+]
+BYTES_LINES = [b"\xff\xfe EZ9999 bad utf-8", b"EI0006 \xe9\x00 half", b"caf\xc3"]
+LONG = ["x" * (MAX_LINE - 1), "y" * MAX_LINE + " EI0006: long", "EZ9999 " + "z" * (MAX_LINE + 5)]
+
+
+def _old(data: bytes) -> tuple:
+    last, count = [], [0]
+
+    def on_line(n: int, line: str) -> None:
+        count[0] = n
+        if "throughput" in line:
+            st = parse_stats_line(line, n)
+            if st is not None:
+                last[:] = [st]
+    m = match_stream(KB, iter_lines(io.BytesIO(data), len(data)), on_line)
+    return [(a.entry.id, a.count, a.lines, a.groups) for a in m], count[0], \
+        (last[0] if last else None)
+
+
+def _new(data: bytes, engine) -> tuple:
+    r = LogScan()
+    m = match_file(KB, io.BytesIO(data), len(data), r, engine)
+    return [(a.entry.id, a.count, a.lines, a.groups) for a in m], r.lines, r.last_stats
+
+
+def _engines() -> list:
+    out = [scan_engine(PRE.literals, "python")]
+    try:
+        out.append(scan_engine(PRE.literals, "hyperscan"))
+    except ImportError:
+        pass
+    return out
+
+
+def _line() -> st.SearchStrategy[bytes]:
+    text = st.sampled_from(REAL + EXTRA).map(lambda s: s.encode())
+    cased = st.sampled_from(REAL + EXTRA).map(lambda s: s.swapcase().encode())
+    noise = st.text(st.characters(min_codepoint=32, max_codepoint=0x9FFF), max_size=30) \
+        .map(lambda s: s.encode("utf-8", "surrogatepass"))
+    return st.one_of(text, text, cased, noise, st.sampled_from(BYTES_LINES))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(lines=st.lists(_line(), max_size=60), ends=st.sampled_from([b"\n", b"\r\n"]),
+       last_newline=st.booleans(), block=st.sampled_from([64, 257, 4096, 1 << 20]))
+def test_scan_equals_line_by_line(lines, ends, last_newline, block):
+    data = ends.join(lines) + (ends if last_newline and lines else b"")
+    want = _old(data)
+    saved, logs_probe.BLOCK = logs_probe.BLOCK, block
+    try:
+        for engine in _engines():
+            assert _new(data, engine) == want, engine.name
+    finally:
+        logs_probe.BLOCK = saved
+
+
+@pytest.fixture
+def monkeypatch_block():
+    saved = logs_probe.BLOCK
+
+    def set_block(n: int) -> None:
+        logs_probe.BLOCK = n
+    yield set_block
+    logs_probe.BLOCK = saved
+
+
+@pytest.mark.parametrize("block", [100, 1 << 16, 1 << 22])
+def test_long_lines_and_real_reports(monkeypatch_block, block):
+    """Lines past MAX_LINE are split as readline(MAX_LINE) splits them; numbers follow."""
+    monkeypatch_block(block)
+    body = "\n".join([*REAL[:25], *LONG, STATS, *REAL[25:], LONG[1], "EI0006: tail"])
+    data = body.encode()
+    want = _old(data)
+    assert want[0] and want[1] > len(REAL) + 5
+    for engine in _engines():
+        assert _new(data, engine) == want, engine.name
+
+
+def test_engines_find_every_line_with_a_literal():
+    """Each engine's line starts hold every line the exact test accepts (ASCII lines)."""
+    lines = [ln.encode() for ln in REAL + EXTRA if ln.isascii()]
+    lines += [ln.swapcase() for ln in lines]
+    block = b"\n".join(lines) + b"\n"
+    starts, pos = [], 0
+    for ln in lines:
+        if PRE.candidate(ln.decode()):
+            starts.append(pos)
+        pos += len(ln) + 1
+    assert len(starts) > 20
+    for engine in _engines():
+        assert set(starts) <= engine.line_starts(block), engine.name
+
+
+def test_pure_python_engine_is_the_fallback():
+    assert isinstance(scan_engine(PRE.literals, "python"), _PyEngine)
+    try:
+        import hyperscan  # noqa: F401
+    except ImportError:
+        assert isinstance(scan_engine(PRE.literals), _PyEngine)
+    else:
+        assert isinstance(scan_engine(PRE.literals), _HsEngine)
