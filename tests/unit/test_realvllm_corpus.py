@@ -118,3 +118,22 @@ def test_fresh_block_not_yet_full_in_its_allocator_is_still_a_duplicate():
 def test_fresh_block_held_since_an_earlier_step_is_still_a_duplicate():
     r = _same_step(b_tokens=80, a_held_before=True)
     assert r.counts["fresh-block-held"] == 1, r.examples
+
+
+def test_plugin_sees_vllm_032_deferred_frees(tmp_path):
+    """vLLM 0.32 ``Scheduler._free_request_blocks``: with deferred frees the request's blocks
+    leave through ``kv_cache_manager.pop_blocks_for_free`` (the pool gets them later from
+    ``block_pool.free_blocks``), not ``free``: the recorder must count it as freed."""
+    from types import SimpleNamespace
+
+    from doctor.vllm_plugin import AuditState, install_v1
+    from doctor.vllm_plugin.sim import MiniScheduler
+
+    sched = MiniScheduler()
+    popped: list[str] = []
+    sched.kv_cache_manager.pop_blocks_for_free = lambda req: popped.append(req.request_id) or [3]
+    st = AuditState({"ASCEND_DOCTOR_BLOCK_AUDIT": str(tmp_path / "a.jsonl")})
+    rec = install_v1(sched, st)
+    assert rec is not None
+    assert sched.kv_cache_manager.pop_blocks_for_free(SimpleNamespace(request_id="r7")) == [3]
+    assert popped == ["r7"] and rec.freed == ["r7"] and st.enabled
