@@ -16,14 +16,12 @@ Run ``python -m tests.realvllm`` to build the venv and the model ahead of a test
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass, field

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import tarfile
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -286,3 +285,75 @@ def test_bad_block_size_dies_with_the_real_root_cause(vllm_env, tmp_path):
     for line in ("No common block size for 16 (CPU_ATTN: [MultipleOf(32)]).",
                  "RuntimeError: Engine core initialization failed. See root cause above."):
         assert line in corpus
+
+
+# Loaded by the injection server's Python (sitecustomize on its PYTHONPATH): once, after a few
+# allocations, the real BlockPool hands out a block another running request still holds.
+# Prefix caching is off for that server, so no block hash is set twice and the engine runs on.
+INJECT = """
+import os, sys
+if os.environ.get("REALVLLM_INJECT_AFTER"):
+    from doctor.vllm_plugin import PatchOnImport
+
+    after = int(os.environ["REALVLLM_INJECT_AFTER"])
+    state = {"calls": 0, "done": False}
+
+    def patch(mod):
+        orig = mod.BlockPool.get_new_blocks
+
+        def get_new_blocks(self, num_blocks, *a, **k):
+            ret = orig(self, num_blocks, *a, **k)
+            state["calls"] += 1
+            if not state["done"] and state["calls"] > after and ret:
+                held = [b for b in self.blocks if b.ref_cnt > 0 and not b.is_null
+                        and b not in ret]
+                if held:
+                    victim, given = held[0], ret[0]
+                    self.free_blocks([given])
+                    victim.ref_cnt += 1
+                    ret[0] = victim
+                    state["done"] = True
+                    print(f"REALVLLM-INJECT handed held block {victim.block_id} again",
+                          file=sys.stderr, flush=True)
+            return ret
+
+        mod.BlockPool.get_new_blocks = get_new_blocks
+
+    sys.meta_path.insert(0, PatchOnImport({"vllm.v1.core.block_pool": patch}))
+"""
+
+
+def test_block_audit_names_a_duplicate_injected_into_the_real_block_pool(cli, vllm_env,
+                                                                          plugin_site, tmp_path):
+    python, model = vllm_env
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(INJECT)
+    audit = tmp_path / "audit.jsonl"
+    port = realvllm.free_port()
+    env = realvllm.server_env({"PYTHONPATH": f"{inject}:{plugin_site}",
+                               "ASCEND_DOCTOR_BLOCK_AUDIT": str(audit),
+                               "REALVLLM_INJECT_AFTER": "12"})
+    srv = realvllm.launch(realvllm.server_argv(python, model, port, "--no-enable-prefix-caching",
+                                               "--num-gpu-blocks-override", "64"),
+                          tmp_path / "server.log", env, port)
+    try:
+        try:
+            realvllm.wait_ready(srv)
+        except realvllm.RealVllmError as exc:
+            pytest.fail(str(exc))
+        statuses = _load(srv, n=16, threads=8, max_tokens=48)
+        log = srv.log.read_text(errors="replace")
+        injected = [ln for ln in log.splitlines() if "REALVLLM-INJECT handed held block" in ln]
+        assert injected, f"{statuses}\n{srv.tail()}"
+        block = int(injected[0].rsplit("block ", 1)[1].split()[0])
+        doc = _doc(cli, srv, "--only", "block_tables")
+        fs = _findings(doc, "block_tables.invariants")
+        bad = [f for f in fs if f["status"] == "fail"]
+        assert bad, fs
+        ex = bad[0]["evidence"]["examples"][0]
+        assert ex["blocks"] == [block] and len(ex["requests"]) == 2, bad[0]
+        assert f"block {block} " in bad[0]["message"] and f"at step {ex['step']}" in \
+            bad[0]["message"], bad[0]
+    finally:
+        srv.stop()
