@@ -204,6 +204,12 @@ def test_the_services_interpreter_and_packages_are_read_from_its_venv(cli, serve
     assert str(python) in npu["message"], npu  # ran the service's interpreter, as root here
 
 
+def test_logs_are_read_from_the_real_servers_stdout(cli, server):
+    doc = _doc(cli, server, "--only", "logs.signatures")
+    fs = _findings(doc, "logs.signatures")
+    assert any(f["subject"] == str(server.log) for f in fs), fs  # /proc/PID/fd/1 → the file
+
+
 def test_bundle_with_service_and_pid_replays_the_same_findings(cli, server, tmp_path):
     bundle = tmp_path / "real.tar.gz"
     only = "service.health,service.version,service.metrics,config"
