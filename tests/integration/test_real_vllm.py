@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tarfile
@@ -42,9 +43,14 @@ def plugin_site(vllm_env, tmp_path_factory) -> Path:
     """This checkout installed by the service's own pip into a directory its PYTHONPATH names:
     the dist-info carries the ``vllm.general_plugins`` entry point vLLM loads."""
     python, _ = vllm_env
+    src = tmp_path_factory.mktemp("plugin-src")  # a clean copy: no build/ left in the checkout
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for pkg in ("doctor", "checks", "fixes", "knowledge"):
+        shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path_factory.mktemp("plugin-site")
     r = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps",
-                        "--no-build-isolation", "--target", str(target), str(REPO)],
+                        "--no-build-isolation", "--target", str(target), str(src)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert list(target.glob("ascend_doctor-*.dist-info/entry_points.txt"))
