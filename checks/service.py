@@ -52,8 +52,14 @@ def _health_one(http: ServiceHttp) -> Iterator[Finding]:
     if h.status is None:
         err = h.error or "no answer"
         if "refused" in err:
-            yield Finding.fail(f"service down: nothing listens at {http.base_url} ({err})",
-                               subject=_subject(http), evidence=ev, kb="ASC-SVC-001")
+            # vLLM 0.32 (measured, tests/integration/test_real_vllm.py): after the engine core
+            # dies /health answers 503 for a few seconds, then the API server exits; from
+            # then on this is what a dead engine looks like, not a 503.
+            yield Finding.fail(f"service down: nothing listens at {http.base_url} ({err}): the "
+                               "server is not running — it exited (an engine core that dies "
+                               "takes vLLM's API server down with it; the server log names the "
+                               "root cause) or it never started", subject=_subject(http),
+                               evidence=ev, kb="ASC-SVC-001")
         elif "within" in err:
             yield Finding.fail(f"service hung: {http.base_url}/health gave {err}; the event loop "
                                "or the engine is stuck", subject=_subject(http), evidence=ev,
@@ -64,9 +70,9 @@ def _health_one(http: ServiceHttp) -> Iterator[Finding]:
         return
     if h.status == 503 or (h.status >= 500):
         yield Finding.fail(f"engine dead: /health answered HTTP {h.status} (vLLM maps "
-                           "EngineDeadError to 503; the engine core has died and the HTTP "
-                           "server was kept alive)", subject=_subject(http), evidence=ev,
-                           kb="ASC-SVC-002")
+                           "EngineDeadError to 503: the engine core has died while the HTTP "
+                           "server still runs; vLLM 0.32 shuts the server down seconds later)",
+                           subject=_subject(http), evidence=ev, kb="ASC-SVC-002")
     elif h.status != 200:
         yield Finding.fail(f"/health answered HTTP {h.status}, not 200: this is not a vLLM "
                            "OpenAI server or it is behind something else", subject=_subject(http),

