@@ -29,9 +29,6 @@ def test_the_saved_log_is_vllms_own_start_up_failure():
     assert any("version 0.32.0" in ln for ln in lines[:12])
 
 
-@pytest.mark.xfail(strict=True, reason="needs kb branch (vLLM start-up family quoting the "
-                                        "root-cause line above 'Engine core initialization "
-                                        "failed')")
 def test_triage_quotes_the_root_cause_above_engine_core_initialization_failed():
     r = run_cli("triage", str(BLOCK16))
     assert r.returncode == 0, r.stdout + r.stderr
