@@ -1,7 +1,7 @@
 """The live service: health, version, and what its /metrics say about load and latency.
 
-Thresholds come from the field reports: seed 003's SRE checklist (queue depth > 100, NPU
-temperature > 85 °C, memory > 90 %), seed 000's Prometheus alerts (device memory 28 GB of
+Thresholds come from the field reports: an SRE checklist (queue depth > 100, NPU
+temperature > 85 °C, memory > 90 %), a production Prometheus alert set (device memory 28 GB of
 32 GB = 87.5 %, HBM bandwidth 95 %, the 200 ms / 500 ms latency buckets) and vllm-ascend's
 FAQ Q22 (preemptions rising with KV usage near 100 % explain TPOT blow-ups).
 """
@@ -217,7 +217,7 @@ def _metrics_one(http: ServiceHttp) -> Iterator[Finding]:
                            f"({prate or 0:.1f}/s)", subject=subj, evidence=ev, kb="ASC-SVC-007")
     if waiting is not None and waiting > QUEUE_FAIL:
         bad = True
-        yield Finding.fail(f"{waiting:.0f} requests waiting (> {QUEUE_FAIL}, seed SRE checklist); "
+        yield Finding.fail(f"{waiting:.0f} requests waiting (> {QUEUE_FAIL}, the usual alert line); "
                            f"{running or 0:.0f} running", subject=subj, evidence=ev,
                            kb="ASC-SVC-008", cause="service.queue-deep")  # = logs' QUEUE_DEEP
     for base, limit, label in (("vllm:time_to_first_token_seconds", TTFT_P99_WARN_S, "TTFT"),
@@ -282,14 +282,14 @@ def npu_exporter(http: ServiceHttp) -> Iterator[Finding]:
             yield Finding.warn(f"NPU {dev}: device memory {used / 2**30:.1f} GiB used, above the "
                                f"alert line {limit / 2**30:.1f} GiB"
                                + (f" ({NPU_MEM_FRACTION * 100:.1f} % of {total / 2**30:.0f} GiB)"
-                                  if total else " (seed: 28 GB of a 32 GB card)"),
+                                  if total else " (the alert line of a 32 GB card: 28 GB)"),
                                subject=f"NPU {dev}", evidence={"used": used, "total": total,
                                                                "limit": limit}, kb="ASC-SVC-010")
     for dev, bw in sorted(data["hbm_bw"].items()):
         if bw > HBM_BW_WARN:
             bad = True
             yield Finding.warn(f"NPU {dev}: HBM bandwidth {bw:.0f} % (> {HBM_BW_WARN:.0f} %: the "
-                               "seed's P99 cliff sits here)", subject=f"NPU {dev}",
+                               "range where P99 latency climbs steeply)", subject=f"NPU {dev}",
                                evidence={"hbm_bandwidth_percent": bw}, kb="ASC-SVC-010")
     for dev, t in sorted(data["temp"].items()):
         if t > NPU_TEMP_FAIL_C:

@@ -22,7 +22,7 @@ REPRS = [
     (re.compile(r"\b(?:True|False)\b"), "a bool repr"),
     (re.compile(r"(?<![{$])\{[a-z_][a-z0-9_]*\}(?!\})"), "an unformatted placeholder"),
     (re.compile(r"\b(?:seed|facts):"), "an internal design-file citation"),
-    (re.compile(r"\bthe seed\b|\(seed\)|\bseed's\b"), "an internal design-file citation"),
+    (re.compile(r"\bseeds?\b|\bseed's\b", re.I), "an internal design-file citation"),
 ]
 # evidence strings copied verbatim from the machine (a metric label, a file line) may hold
 # any text; what the doctor writes itself (messages, subjects) must read as words
