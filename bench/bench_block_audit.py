@@ -26,8 +26,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from doctor.vllm_plugin.recorder import AuditFile, StepRecorder  # noqa: E402
-from doctor.vllm_plugin.sim import MiniScheduler, workload  # noqa: E402
+from ascend_doctor.vllm_plugin.recorder import AuditFile, StepRecorder  # noqa: E402
+from ascend_doctor.vllm_plugin.sim import MiniScheduler, workload  # noqa: E402
 
 
 def live(n_requests: int, every: int) -> dict[str, Any]:
@@ -87,8 +87,8 @@ def record_recorded(outs: list[Any]) -> float:
 
 
 def replay_cost(data: bytes) -> tuple[float, float, int]:
-    from checks.block_tables import replay
-    from doctor.probes.block_audit import iter_records
+    from ascend_doctor.checks.block_tables import replay
+    from ascend_doctor.probes.block_audit import iter_records
 
     t0 = time.perf_counter()
     r = replay(iter_records(io.BytesIO(data)))

@@ -102,13 +102,13 @@ def run(quick: bool = False) -> list[dict]:
                         f"{peer_note}; ours = 1/{ratio:.1f} of collect_env")
                 r["ratio"] = ratio
                 rows.append(r)
-    ours_us = sorted(import_time_us(sys.executable, "doctor.cli", envs["warm"])
+    ours_us = sorted(import_time_us(sys.executable, "ascend_doctor.cli", envs["warm"])
                       for _ in range(n))[n // 2]
     imp = None
     if peer_py:
         imp = sorted(import_time_us(peer_py, "torch", {**envs["warm"], **PEER_ENV})
                      for _ in range(n))[n // 2]
-    rows.append(row("import doctor.cli (-X importtime, cumulative, .pyc warm)",
+    rows.append(row("import ascend_doctor.cli (-X importtime, cumulative, .pyc warm)",
                     (ours_us / 1e6, 0.0), "import torch" if imp else None,
                     (imp / 1e6, 0.0) if imp else None, "import time only; RSS not measured"))
     rows[-1]["ours_rss_mb"] = rows[-1]["peer_rss_mb"] = None

@@ -92,7 +92,7 @@ def _child(argv: list[str]) -> tuple[float, float, int]:
     return wall, rss, rc
 
 
-OURS = ("import sys; from doctor.probes.dnsstats import analyse_capture;"
+OURS = ("import sys; from ascend_doctor.probes.dnsstats import analyse_capture;"
         "t = analyse_capture(open(sys.argv[1], 'rb'), sys.argv[1], (8000,));"
         "c = t.clients[0]; print(t.records, t.dns_messages, t.syns, c.per_request_fraction)")
 

@@ -32,8 +32,8 @@ def _put_file(data, path: str, content: bytes) -> None:
 
 def make_variants(outdir: str, n: int) -> list[str]:
     """Write n bundles (node-000.tar.gz …) derived from the demo; returns their paths."""
-    from doctor.bundle import BundleData
-    from doctor.demo import demo_bundle_bytes
+    from ascend_doctor.bundle import BundleData
+    from ascend_doctor.demo import demo_bundle_bytes
 
     base = demo_bundle_bytes()
     paths = []

@@ -22,8 +22,8 @@ sys.path.insert(0, str(REPO))
 _CHILD = r"""
 import sys, time, json
 sys.path.insert(0, {repo!r})
-from doctor.host import LiveHost
-from doctor.probes.libresolve import Resolver, SearchContext, default_dirs_for, usable_cache
+from ascend_doctor.host import LiveHost
+from ascend_doctor.probes.libresolve import Resolver, SearchContext, default_dirs_for, usable_cache
 files = sys.argv[1:]
 t = time.perf_counter()
 host = LiveHost("/", env={{}})

@@ -25,9 +25,9 @@ from common import measure_pair, pyc_envs  # noqa: E402
 _CHECK = r"""
 import sys, json
 sys.path.insert(0, {repo!r})
-import knowledge
-from checks.logs import LinePrefilter, match_file
-from doctor.probes.logs import LogScan, scan_engine
+from ascend_doctor import knowledge
+from ascend_doctor.checks.logs import LinePrefilter, match_file
+from ascend_doctor.probes.logs import LogScan, scan_engine
 kb = knowledge.load()
 pre = LinePrefilter([p for e in kb.entries.values() for p in e.signatures])
 scan = LogScan()
@@ -39,8 +39,8 @@ print(json.dumps([[a.entry.id, a.count, a.lines] for a in m]), scan.lines)
 _TRIAGE = r"""
 import sys, json
 sys.path.insert(0, {repo!r})
-import knowledge
-from knowledge.gate import match_chunks, text_chunks
+from ascend_doctor import knowledge
+from ascend_doctor.knowledge.gate import match_chunks, text_chunks
 with open(sys.argv[1], encoding="utf-8", errors="replace") as fh:  # as `triage FILE` opens it
     m = match_chunks(knowledge.load(), text_chunks(fh), sys.argv[2])
 print(json.dumps([[x.entry.id, x.score, x.lines] for x in m]))
@@ -61,7 +61,7 @@ def _log(path: Path, lines: int) -> None:
 
 
 def engines() -> list[str]:
-    from doctor.probes.logs import scan_engine
+    from ascend_doctor.probes.logs import scan_engine
 
     out = []
     try:
@@ -73,8 +73,7 @@ def engines() -> list[str]:
 
 
 def grep_pattern() -> str:
-    import knowledge
-
+    from ascend_doctor import knowledge
     sigs = [re.sub(r"\(\?P<\w+>", "(", s) for e in knowledge.load().entries.values()
             for s in e.signatures]
     return "|".join(f"({s.replace('(?:', '(')})" for s in sigs).replace(r"\d", "[0-9]") \

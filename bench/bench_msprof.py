@@ -47,7 +47,7 @@ def write_op_summary(path: str, rows: int) -> None:
         fh.write("".join(buf))
 
 
-OURS = ("import sys; from doctor.probes.msprof import ProfileAcc, parse_op_rows, text_lines, freeze;"
+OURS = ("import sys; from ascend_doctor.probes.msprof import ProfileAcc, parse_op_rows, text_lines, freeze;"
         "acc = ProfileAcc(); n = parse_op_rows(text_lines(open(sys.argv[1], 'rb')), acc);"
         "p = freeze(acc, '.', 'msprof', [sys.argv[1]]); print(n, len(p.devices), p.devices[0].memcpy_us)")
 PANDAS = "import sys, pandas; df = pandas.read_csv(sys.argv[1]); print(len(df))"

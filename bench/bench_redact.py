@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 _OURS = r"""
 import sys
 sys.path.insert(0, {repo!r})
-from doctor.redact import redact_bytes
+from ascend_doctor.redact import redact_bytes
 with open(sys.argv[1], "rb") as fh:
     data = fh.read()
 out = redact_bytes(data)
@@ -33,7 +33,7 @@ assert b"hf_PlantedBenchToken" not in out
 _PREVIOUS = r"""
 import sys
 sys.path.insert(0, {repo!r})
-from doctor.redact import Redactor, _redact_text_plain
+from ascend_doctor.redact import Redactor, _redact_text_plain
 class Previous(Redactor):
     _text = staticmethod(_redact_text_plain)
     def _redact(self, chunk):

@@ -26,10 +26,10 @@ BUDGET_S = 0.100
 
 def demo_report():
     """The demo's Report, as ``ascend-doctor demo`` builds it (run once, not timed)."""
-    from doctor.bundle import BundleHost
-    from doctor.demo import demo_bundle_data
-    from doctor.engine import RunConfig, run
-    from doctor.options import RunOptions
+    from ascend_doctor.bundle import BundleHost
+    from ascend_doctor.demo import demo_bundle_data
+    from ascend_doctor.engine import RunConfig, run
+    from ascend_doctor.options import RunOptions
 
     data = demo_bundle_data()
     inputs = data.manifest.get("options", {}).get("demo_inputs", {})
@@ -49,9 +49,9 @@ def _median(fn, n: int) -> float:
 
 
 def run(quick: bool = False) -> list[dict]:
-    from knowledge import load
+    from ascend_doctor.knowledge import load
 
-    from doctor.report import jsonreport, text
+    from ascend_doctor.report import jsonreport, text
 
     os.environ.setdefault("NO_COLOR", "1")
     n = 5 if quick else 21

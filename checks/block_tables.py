@@ -28,10 +28,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from doctor.model import Category, Finding
-from doctor.probes.block_audit import (BadLine, BlockAuditLog, Disabled, Header, Record,
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.block_audit import (BadLine, BlockAuditLog, Disabled, Header, Record,
                                        StepV0, StepV1)
-from doctor.registry import check
+from ascend_doctor.registry import check
 
 KB = "ASC-KV-001"
 MAX_EXAMPLES = 20

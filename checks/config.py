@@ -15,14 +15,14 @@ from typing import Iterator
 
 from packaging.version import InvalidVersion, Version
 
-from doctor.errors import SourceError, SourceMissing
-from doctor.facts import FactFailed, FactStore
-from doctor.model import Category, Finding
-from doctor.probes.packages import Packages
-from doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
-from doctor.probes.service import DavinciNodes, ServiceHttp, cache_config
-from doctor.redact import redact_argv
-from doctor.registry import check
+from ascend_doctor.errors import SourceError, SourceMissing
+from ascend_doctor.facts import FactFailed, FactStore
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.packages import Packages
+from ascend_doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
+from ascend_doctor.probes.service import DavinciNodes, ServiceHttp, cache_config
+from ascend_doctor.redact import redact_argv
+from ascend_doctor.registry import check
 
 BATCHED_TOKENS_MAX = 16384
 GPU_UTIL_MAX = 0.95

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from doctor.model import Category, Finding
-from doctor.probes.devices import AscendDevices, ContainerInfo, can_rw
-from doctor.probes.procs import ServiceEnv, ServiceProcesses
-from doctor.probes.stack import AscendStack
-from doctor.registry import check
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.devices import AscendDevices, ContainerInfo, can_rw
+from ascend_doctor.probes.procs import ServiceEnv, ServiceProcesses
+from ascend_doctor.probes.stack import AscendStack
+from ascend_doctor.registry import check
 
 
 @check("container.devices", title="Ascend device nodes exist and the service can open them",

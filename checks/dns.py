@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from doctor.model import Category, Finding
-from doctor.options import RunOptions
-from doctor.probes.dns import ResolverConfig, is_address
-from doctor.probes.dnsstats import ClientDns, DnsTraffic
-from doctor.registry import check
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.dns import ResolverConfig, is_address
+from ascend_doctor.probes.dnsstats import ClientDns, DnsTraffic
+from ascend_doctor.registry import check
 
 CAPTURE_TIMEOUT = 900.0  # the capture itself bounds these checks (--sniff SECONDS)
 PER_REQUEST = 0.8  # fraction of new connections preceded by a lookup

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from doctor.model import Category, Finding
-from doctor.probes.collect_env import CollectEnv
-from doctor.probes.packages import WATCHED, Packages
-from doctor.registry import check
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.collect_env import CollectEnv
+from ascend_doctor.probes.packages import WATCHED, Packages
+from ascend_doctor.registry import check
 
 
 @check("host.environment", title="Environment report (what collect_env prints)",

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from doctor.model import Category, Finding
-from doctor.probes.cachegaps import CacheGaps
-from doctor.probes.ldcache import LDCACHE, LdCache
-from doctor.probes.ldconf import LDSO_CONF, ConfFile, LdConfState, LdSoConf
-from doctor.probes.stack import AscendStack
-from doctor.registry import check
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.cachegaps import CacheGaps
+from ascend_doctor.probes.ldcache import LDCACHE, LdCache
+from ascend_doctor.probes.ldconf import LDSO_CONF, ConfFile, LdConfState, LdSoConf
+from ascend_doctor.probes.stack import AscendStack
+from ascend_doctor.registry import check
 
 
 def _is_ascend(path: str) -> bool:

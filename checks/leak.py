@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from doctor.model import Category, Finding
-from doctor.probes.leak import NpuMemoryTrend
-from doctor.registry import check
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.leak import NpuMemoryTrend
+from ascend_doctor.registry import check
 
 RISE_MB = 64.0  # below this, allocator noise
 UP_FRACTION = 0.8

@@ -8,15 +8,15 @@ import posixpath
 from dataclasses import replace
 from typing import Iterator
 
-from checks.ldconf import STALE_CACHE, unread_key
+from ascend_doctor.checks.ldconf import STALE_CACHE, unread_key
 
-from doctor.host import Host
-from doctor.model import Category, Finding
-from doctor.probes.ascendfiles import ActiveToolkit, AscendLibIndex, MappedLibs, version_dir
-from doctor.probes.ldconf import LdConfState, LdSoConf
-from doctor.probes.libresolve import LibResolution, Resolution
-from doctor.probes.procs import ServiceEnv
-from doctor.registry import check
+from ascend_doctor.host import Host
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.ascendfiles import ActiveToolkit, AscendLibIndex, MappedLibs, version_dir
+from ascend_doctor.probes.ldconf import LdConfState, LdSoConf
+from ascend_doctor.probes.libresolve import LibResolution, Resolution
+from ascend_doctor.probes.procs import ServiceEnv
+from ascend_doctor.registry import check
 
 # which CANN package ships a library (torch_npu's own loader says libascendcl ⇒ runtime,
 # libhccl ⇒ cann/compiler package: torch_npu/_init/core/module_loader.py)

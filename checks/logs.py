@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from doctor.errors import SourceError, SourceMissing
-from doctor.host import Host
-from doctor.model import Category, Finding
-from doctor.probes.logs import LinePrefilter, LogScan, LogSources, scan_lines
-from doctor.registry import check
-from doctor.redact import redact_text
+from ascend_doctor.errors import SourceError, SourceMissing
+from ascend_doctor.host import Host
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.logs import LinePrefilter, LogScan, LogSources, scan_lines
+from ascend_doctor.registry import check
+from ascend_doctor.redact import redact_text
 
 CHUNK = 4096
 
@@ -85,8 +85,7 @@ _STATUS = {"critical": Finding.fail, "high": Finding.fail, "medium": Finding.war
 @check("logs.signatures", title="Known error signatures in the service's logs",
        category=Category.LOGS, tags=("logs", "service"), timeout=60.0)
 def signatures(host: Host, sources: LogSources) -> Iterator[Finding]:
-    import knowledge
-
+    from ascend_doctor import knowledge
     kb = knowledge.load()
     for lf in sources.files:
         if lf.error:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from doctor.model import Category, Finding
-from doctor.probes.msprof import DeviceProfile, Profile
-from doctor.registry import check
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.msprof import DeviceProfile, Profile
+from ascend_doctor.registry import check
 
 COPY_FAIL, COPY_WARN = 0.5, 0.2
 MIN_REPEATS = 10

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from doctor.model import Category, Finding
-from doctor.probes.devices import ContainerInfo
-from doctor.probes.npusmi import NpuSmi, NpuSmiInfo, kv_get
-from doctor.probes.procs import ServiceProcesses
-from doctor.probes.proctable import ProcessTable
-from doctor.registry import check
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.devices import ContainerInfo
+from ascend_doctor.probes.npusmi import NpuSmi, NpuSmiInfo, kv_get
+from ascend_doctor.probes.procs import ServiceProcesses
+from ascend_doctor.probes.proctable import ProcessTable
+from ascend_doctor.registry import check
 
 TEMP_WARN_C = 75
 TEMP_FAIL_C = 85
@@ -25,7 +25,7 @@ HEALTH_RANK = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 2}
 
 
 def _kb_for_output(text: str) -> list[str]:
-    import knowledge
+    from ascend_doctor import knowledge
     return [m.entry.id for m in knowledge.load().match_lines(text.splitlines())][:3]
 
 

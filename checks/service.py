@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from doctor.model import Category, Finding
-from doctor.probes.packages import Packages
-from doctor.probes.service import (MetricsSnapshot, ServersHttp, ServiceHttp, bucket_delta,
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.packages import Packages
+from ascend_doctor.probes.service import (MetricsSnapshot, ServersHttp, ServiceHttp, bucket_delta,
                                    histogram_quantile, series_names)
-from doctor.registry import check
+from ascend_doctor.registry import check
 
 KV_WARN = 0.90
 KV_FAIL = 0.98

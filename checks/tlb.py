@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from doctor.model import Category, Finding
-from doctor.probes.faults import HugePages, PerfTlb, ServiceFaults
-from doctor.probes.procs import ServiceProcesses
-from doctor.probes.service import ServiceHttp, cache_config
-from doctor.registry import check
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.faults import HugePages, PerfTlb, ServiceFaults
+from ascend_doctor.probes.procs import ServiceProcesses
+from ascend_doctor.probes.service import ServiceHttp, cache_config
+from ascend_doctor.registry import check
 
 MINOR_FAIL_PER_S = 10_000.0  # the seed's ≈12 000/s
 MINOR_WARN_PER_S = 2_000.0

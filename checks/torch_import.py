@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from checks.libacl import missing_key
+from ascend_doctor.checks.libacl import missing_key
 
-from doctor.model import Category, Finding
-from doctor.probes.torchimport import IMPORT_TIMEOUT_S, TorchNpuImport
-from doctor.registry import check
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.torchimport import IMPORT_TIMEOUT_S, TorchNpuImport
+from ascend_doctor.registry import check
 
 
 @check("torch_npu.import", title="torch_npu imports in the service's interpreter",
@@ -33,7 +33,7 @@ def torch_npu_import(res: TorchNpuImport) -> Iterator[Finding]:
     if "No module named 'torch_npu'" in last:
         yield Finding.skip(f"torch_npu is not installed in {res.interpreter}: {last}", evidence=ev)
         return
-    import knowledge
+    from ascend_doctor import knowledge
     matches = knowledge.load().match_lines(res.output.splitlines())
     # entries written for this check explain it best; other matches follow in rank order
     matches = sorted(matches, key=lambda m: "torch_npu.import" not in m.entry.checks)

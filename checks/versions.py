@@ -8,9 +8,9 @@ from packaging.markers import default_environment
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from doctor.model import Category, Finding
-from doctor.probes.packages import WATCHED, Packages, requirements_of
-from doctor.registry import check
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.packages import WATCHED, Packages, requirements_of
+from ascend_doctor.registry import check
 
 # whose pins we hold to account: the serving stack, not every package on the host
 PINNED_BY = ("vllm-ascend", "vllm", "torch-npu", "torch", "triton-ascend")
@@ -88,9 +88,9 @@ def pins(pkgs: Packages) -> Iterator[Finding]:
 # -- the knowledge-base matrix, the driver, the platform plugin, the chip -------------------
 import re  # noqa: E402
 
-from doctor.probes.buildinfo import VllmAscendBuild  # noqa: E402
-from doctor.probes.cann import CannStack, c_number  # noqa: E402
-from doctor.probes.npusmi import NpuSmi, kv_get  # noqa: E402
+from ascend_doctor.probes.buildinfo import VllmAscendBuild  # noqa: E402
+from ascend_doctor.probes.cann import CannStack, c_number  # noqa: E402
+from ascend_doctor.probes.npusmi import NpuSmi, kv_get  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
 
 
@@ -124,7 +124,7 @@ def _public_row(row: dict) -> dict:
 
 
 def matrix_row(table: str, version: str) -> dict | None:
-    import knowledge
+    from ascend_doctor import knowledge
     for row in knowledge.compat().get(table, []):
         if _same(row["version"], version):
             return _public_row(row)
@@ -132,7 +132,7 @@ def matrix_row(table: str, version: str) -> dict | None:
 
 
 def torch_python_row(torch: str) -> dict | None:
-    import knowledge
+    from ascend_doctor import knowledge
     rel = _public(torch)
     for row in knowledge.compat().get("torch_python", []):
         if rel == row["torch"] or rel.startswith(row["torch"] + "."):

@@ -1,3 +1,3 @@
-from doctor.cli import main
+from ascend_doctor.cli import main
 
 main()

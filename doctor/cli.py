@@ -24,7 +24,7 @@ from .cli_common import (EXIT_FAIL, EXIT_NO_VERDICT, EXIT_OK, _die, _user_path, 
 def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
          verbose: bool = False) -> None:
     """Write the report in the asked formats: JSON or Markdown on stdout, else text."""
-    from knowledge import load as load_kb
+    from ascend_doctor.knowledge import load as load_kb
 
     kb = load_kb()
     if junit:

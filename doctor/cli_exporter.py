@@ -91,7 +91,7 @@ def rules_bytes() -> bytes:
     """The alert rules file shipped in the package (package data), for `--print-rules`."""
     from importlib.resources import files
 
-    return files("doctor").joinpath(RULES_RESOURCE).read_bytes()
+    return files("ascend_doctor").joinpath(RULES_RESOURCE).read_bytes()
 
 
 def loop(state: State, once, interval: float, stop: threading.Event) -> None:

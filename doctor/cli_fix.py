@@ -31,7 +31,7 @@ def _params(values: tuple[str, ...]) -> dict[str, Any]:
 
 def _context(root: str | None, bundle: str | None, demo_root: str | None, options):
     """(FixContext, host factory for verification) for the chosen target."""
-    from fixes.context import FixContext
+    from ascend_doctor.fixes.context import FixContext
 
     given = [x for x in (root, bundle, demo_root) if x]
     if len(given) > 1 and not (bundle and demo_root and not root):
@@ -60,7 +60,7 @@ def _context(root: str | None, bundle: str | None, demo_root: str | None, option
 def checks_for(recipe_id: str, default: str | None) -> list[str]:
     """The installed checks that can point at a recipe: its own, and those the knowledge
     base lists for entries whose fix is this recipe (so only those run before a fix)."""
-    from knowledge import load
+    from ascend_doctor.knowledge import load
 
     from .registry import Registry
     installed = set(Registry.discover(plugins=False).checks)
@@ -76,7 +76,7 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
         return []
     report = run(factory(), options, Registry.discover(plugins=False),
                  RunConfig(only=tuple(only or ())))
-    from knowledge import load
+    from ascend_doctor.knowledge import load
 
     from . import problems, ranking
     kb = load()
@@ -125,13 +125,13 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
 
     Without RECIPE_ID: the fixable findings of a run on the chosen target.
     """
-    from fixes import FixRegistry, plan_for
-    from fixes.apply import FixFailed, FixRefused, apply_plan, undo
+    from ascend_doctor.fixes import FixRegistry, plan_for
+    from ascend_doctor.fixes.apply import FixFailed, FixRefused, apply_plan, undo
 
     lang = lang or default_lang()
     out = (lambda d: click.echo(json.dumps(d, indent=2, ensure_ascii=False))) if as_json else None
     if show_journal:
-        from fixes.journal import Journal, list_ids, state_dir
+        from ascend_doctor.fixes.journal import Journal, list_ids, state_dir
         rows = []
         for jid in list_ids():
             d = Journal.load(jid).data
@@ -289,7 +289,7 @@ Examples:
               help="Export this bundle instead of the demo scenario.")
 def export_root_cmd(directory: str, bundle: str | None) -> None:
     """Write the demo scenario (or a bundle) as a sysroot directory, for `fix --root`."""
-    from fixes.export import export_root
+    from ascend_doctor.fixes.export import export_root
 
     from .bundle import BundleData
     if bundle:

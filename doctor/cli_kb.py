@@ -116,7 +116,7 @@ Examples:
 def explain_cmd(ident: str, lang: str | None, as_json: bool, root, bundle, demo, given) -> None:
     """Explain a knowledge-base entry: by id (ASC-LIB-003), alias (EZ9999, 207018) or the
     id of a check (every entry it may raise)."""
-    from knowledge import load
+    from ascend_doctor.knowledge import load
 
     lang = lang or default_lang()
     kb = load()
@@ -162,7 +162,7 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="The answer as JSON.")
 def kb_search(words: tuple[str, ...], lang: str | None, as_json: bool) -> None:
     """Entries whose id, alias, title, cause or steps contain every word (exit 1: none)."""
-    from knowledge import load
+    from ascend_doctor.knowledge import load
 
     lang = lang or default_lang()
     hits = load().search(" ".join(words), lang)
@@ -188,7 +188,7 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="The answer as JSON.")
 def kb_list(lang: str | None, domain: str | None, as_json: bool) -> None:
     """Every entry: id, domain, title."""
-    from knowledge import load
+    from ascend_doctor.knowledge import load
 
     lang = lang or default_lang()
     entries = sorted((e for e in load().entries.values() if not domain or e.domain == domain),
@@ -216,9 +216,9 @@ def kb_lint(files: tuple[str, ...], corpus_dir: str | None) -> None:
     every signature matching a real line, no cause written twice, paste-safe commands."""
     import os
 
-    from fixes import FixRegistry
-    from knowledge import data_files
-    from knowledge.schema import cross_problems, validate_file
+    from ascend_doctor.fixes import FixRegistry
+    from ascend_doctor.knowledge import data_files
+    from ascend_doctor.knowledge.schema import cross_problems, validate_file
 
     from .registry import Registry
     recipes = FixRegistry.discover().recipes
@@ -230,7 +230,7 @@ def kb_lint(files: tuple[str, ...], corpus_dir: str | None) -> None:
             [(n, r) for n, r in data_files() if n != "compat.toml"])
     problems = [p for name, raw in todo for p in validate_file(name, raw, **refs)]
     # a contributor's file may name shipped entries
-    from knowledge import load
+    from ascend_doctor.knowledge import load
     problems += cross_problems(todo, known_ids=load().entries if files else ())
     for p in problems:
         click.echo(p)
@@ -256,7 +256,7 @@ def corpus_lines(corpus_dir: str | None = None, kind: str = "triage") -> list[st
 
 def _chunks(source: str) -> Iterator[str]:
     """The input as text chunks ending at a newline (knowledge/gate.py ``text_chunks``)."""
-    from knowledge.gate import text_chunks
+    from ascend_doctor.knowledge.gate import text_chunks
 
     return _lines(source, text_chunks)
 
@@ -306,8 +306,8 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int) -> None
 
     Exit 0 when an entry matched, 1 when nothing did, 2 when the input cannot be read.
     """
-    from knowledge import load
-    from knowledge.gate import match_chunks
+    from ascend_doctor.knowledge import load
+    from ascend_doctor.knowledge.gate import match_chunks
 
     lang = lang or default_lang()
     # match_lines on the lines it could use, found by one scan per chunk

@@ -124,8 +124,8 @@ class Registry:
         index = _SourceIndex.build() if only and not found else None
         modules = index.modules_for(only, list(skip)) if index else None
         if modules is None:
-            reg.add_package("doctor.probes")
-            reg.add_package("checks")
+            reg.add_package("ascend_doctor.probes")
+            reg.add_package("ascend_doctor.checks")
         else:
             for name in modules:
                 reg.add_module(importlib.import_module(name))
@@ -200,7 +200,7 @@ class _SourceIndex:
         """Read with regular expressions (``ast`` costs more than importing the modules)."""
         idx = cls()
         try:
-            for package in ("doctor.probes", "checks"):
+            for package in ("ascend_doctor.probes", "ascend_doctor.checks"):
                 pkg = importlib.import_module(package)
                 for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
                     if info.name.startswith("_"):

@@ -94,7 +94,7 @@ class FixRegistry:
         return reg
 
     def get(self, id: str) -> RecipeSpec:
-        from doctor.errors import UsageError
+        from ascend_doctor.errors import UsageError
         try:
             return self.recipes[id]
         except KeyError:

@@ -14,9 +14,9 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from doctor import confine
-from doctor.errors import DoctorError
-from doctor.host import norm
+from ascend_doctor import confine
+from ascend_doctor.errors import DoctorError
+from ascend_doctor.host import norm
 
 from .context import FixContext
 from .journal import Journal, JournalError
@@ -92,8 +92,8 @@ def run_check_status(host_factory: Callable[[], Any] | None, options: Any, check
         return None, [], "no check verifies this recipe"
     if host_factory is None:
         return None, [], "no host to verify on"
-    from doctor.engine import RunConfig, run
-    from doctor.registry import Registry
+    from ascend_doctor.engine import RunConfig, run
+    from ascend_doctor.registry import Registry
     reg = Registry.discover(plugins=False)
     if check_id not in reg.checks:
         return None, [], f"cannot verify: check {check_id} is not installed"
@@ -110,8 +110,8 @@ def affected_states(host_factory: Callable[[], Any] | None, options: Any,
     """The checks ``words`` select (ids, prefixes, tags), run once on a fresh host."""
     if host_factory is None or not words:
         return {}
-    from doctor.engine import RunConfig, run
-    from doctor.registry import Registry
+    from ascend_doctor.engine import RunConfig, run
+    from ascend_doctor.registry import Registry
     reg = Registry.discover(plugins=False)
     known = [w for w in words if reg._matches_any(w)]
     if not known:
@@ -127,7 +127,7 @@ def regressions(before: dict[str, CheckState], after: dict[str, CheckState],
     """Checks the change made worse: a higher status (warn or worse), or new fail/error
     findings in a check that was already failing (e.g. ldconf.dirs once ascend.conf is
     reached: its missing directories now count)."""
-    from doctor.model import Status
+    from ascend_doctor.model import Status
     out = []
     for cid, (st, bad) in sorted(after.items()):
         if cid == skip:

@@ -7,9 +7,9 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.errors import SourceError, SourceMissing
-from doctor.host import Host, norm
-from doctor.options import RunOptions
+from ascend_doctor.errors import SourceError, SourceMissing
+from ascend_doctor.host import Host, norm
+from ascend_doctor.options import RunOptions
 
 
 @dataclass
@@ -25,7 +25,7 @@ class FixContext:
 
     @classmethod
     def for_root(cls, root: str, options: RunOptions | None = None) -> "FixContext":
-        from doctor.host import LiveHost
+        from ascend_doctor.host import LiveHost
         root = os.path.abspath(root)
         return cls(LiveHost(root), root, "live" if root == "/" else "sysroot",
                    options or RunOptions())
@@ -58,8 +58,8 @@ class FixContext:
     def fact(self, fact_type: type) -> Any:
         """A fact of this host, computed by its provider (as a check would get it)."""
         if self._store is None:
-            from doctor.facts import FactStore
-            from doctor.registry import Registry
+            from ascend_doctor.facts import FactStore
+            from ascend_doctor.registry import Registry
             self._store = FactStore(self.host, self.options, Registry.discover(plugins=False))
         return self._store.get(fact_type)
 

@@ -8,8 +8,8 @@ import os
 import stat as _stat
 from typing import Any
 
-from doctor import confine
-from doctor.bundle import BundleData
+from ascend_doctor import confine
+from ascend_doctor.bundle import BundleData
 
 _PACKAGES_MARK = "from importlib import metadata"
 

@@ -17,8 +17,8 @@ import secrets
 import stat as _stat
 from typing import Any
 
-from doctor import confine
-from doctor.errors import DoctorError
+from ascend_doctor import confine
+from ascend_doctor.errors import DoctorError
 
 
 # <seq>-<UTC stamp>-<recipe>-<6 hex>: ordered by the sequence number, never a path

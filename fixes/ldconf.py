@@ -6,7 +6,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 
-from doctor.probes.ldconf import LDSO_CONF, parse_ldconf_text
+from ascend_doctor.probes.ldconf import LDSO_CONF, parse_ldconf_text
 
 from . import recipe
 from .context import FixContext

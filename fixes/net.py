@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from doctor.errors import UsageError
+from ascend_doctor.errors import UsageError
 
 from . import recipe
 from .context import FixContext

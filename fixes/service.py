@@ -93,7 +93,7 @@ def _service_cmdline(ctx: FixContext, params: dict) -> str | None:
     if params.get("cmdline"):
         return str(params["cmdline"])
     try:
-        from doctor.probes.procs import ServiceProcesses
+        from ascend_doctor.probes.procs import ServiceProcesses
         primary = ctx.fact(ServiceProcesses).primary
         if primary is not None:
             return shlex.join(primary.proc.cmdline)
@@ -233,7 +233,7 @@ def launch_flags(ctx: FixContext, params: dict) -> Plan:
     bs = str(flags.get("--block-size") or "")
     if bs and bs != "128":
         try:
-            from doctor.probes.packages import Packages
+            from ascend_doctor.probes.packages import Packages
             va = ctx.fact(Packages).version("vllm-ascend")
         except Exception:
             va = None

@@ -3,7 +3,7 @@ tmpfiles.d / sysctl.d; the kernel command line is shown as a manual alternative.
 
 from __future__ import annotations
 
-from doctor.errors import UsageError
+from ascend_doctor.errors import UsageError
 
 from . import recipe
 from .context import FixContext

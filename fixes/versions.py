@@ -8,9 +8,9 @@ import shlex
 
 from packaging.requirements import Requirement
 
-from doctor.probes.packages import requirements_of
+from ascend_doctor.probes.packages import requirements_of
 
-from doctor.errors import DoctorError
+from ascend_doctor.errors import DoctorError
 
 from . import recipe
 from .context import FixContext
@@ -43,7 +43,7 @@ def pins_from(pkgs) -> tuple[dict[str, str], list[str]]:
         check="versions.pins", affects=("versions", "torch_npu"))
 def pip_match(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "versions.pins"
-    from doctor.probes.packages import Packages
+    from ascend_doctor.probes.packages import Packages
     plan = Plan("versions.pip-match", "Reinstall torch / torch_npu as vllm-ascend pins them",
                 params, verify=verify)
     try:

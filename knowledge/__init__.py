@@ -386,7 +386,7 @@ def _entry_from(d: Mapping[str, Any], domain: str) -> Entry:
 def data_files() -> list[tuple[str, bytes]]:
     from importlib.resources import files
 
-    root = files("knowledge")
+    root = files("ascend_doctor.knowledge")
     return sorted((p.name, p.read_bytes()) for p in root.iterdir()
                   if p.name.endswith(".toml"))
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from doctor.casefold import fold
+from ascend_doctor.casefold import fold
 
 WORD = re.compile(r"\w+")
 _SPECIAL = set(".^$*+?{}[]\\|()")
@@ -188,7 +188,7 @@ def match_chunks(kb: Any, chunks: Iterable[str], prefer: str | None = None) -> l
     """``kb.match_lines`` over the lines of ``chunks``, given only the lines it could use."""
     from . import _RECORD_START
 
-    from doctor.probes.logs import required_literal
+    from ascend_doctor.probes.logs import required_literal
 
     _, gate = kb._flat()
     # per signature its longest required literal (fewer false hits than a short anchor word
@@ -210,7 +210,7 @@ def numbered_candidates(chunks: Iterable[str], gate: Gate, record_start: "re.Pat
     """(line number, line) of every line ``match_lines`` could use, from text chunks that
     each end at a newline (the last may not). A chunk's last two lines wait for the next
     chunk: whether they may be left out depends on the lines after them."""
-    from doctor.probes.logs import scan_engine
+    from ascend_doctor.probes.logs import scan_engine
 
     every = bool(gate.always) if literals is None else False
     if literals is None:

@@ -49,7 +49,7 @@ class Sysroot:
     def host(self):
         """A LiveHost over the tree that runs its stub scripts (the test-only opt-in: the CLI's
         ``--root`` never executes a sysroot's binaries)."""
-        from doctor.host import LiveHost
+        from ascend_doctor.host import LiveHost
         return LiveHost(str(self.root), env={"PATH": "/usr/bin:/bin"}, _test_exec_sysroot=True)
 
     def __str__(self) -> str:
@@ -103,8 +103,8 @@ def cli_exec_sysroot(monkeypatch):
     sysroot's binaries are data, never executed (issue 20)."""
     from click.testing import CliRunner
 
-    import doctor.host as host_mod
-    from doctor.cli import main
+    import ascend_doctor.host as host_mod
+    from ascend_doctor.cli import main
 
     class ExecSysrootHost(host_mod.LiveHost):
         def __init__(self, root: str = "/", env=None, **kw) -> None:

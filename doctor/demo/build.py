@@ -2,7 +2,7 @@
 
 Each part holds one concern of the broken host (ld.so.conf, packages, npu-smi, the
 service, captures, profiles, audit logs) and writes real formats through a BundleWriter.
-Run ``python -m doctor.demo.build`` after changing a part; the test suite fails when the
+Run ``python -m ascend_doctor.demo.build`` after changing a part; the test suite fails when the
 shipped bundle differs from a fresh build.
 """
 

@@ -84,4 +84,4 @@ def render(report: Report, kb_titles: dict[str, str] | None = None, kb: Any = No
 def schema() -> dict[str, Any]:
     from importlib.resources import files
 
-    return json.loads(files("doctor.report").joinpath("report.schema.json").read_text())
+    return json.loads(files("ascend_doctor.report").joinpath("report.schema.json").read_text())

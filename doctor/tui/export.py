@@ -21,7 +21,7 @@ def _name(report: Report, suffix: str) -> str:
 
 
 def export_json(report: Report, directory: str, lang: str) -> str:
-    from knowledge import load
+    from ascend_doctor.knowledge import load
     from ..report import jsonreport
 
     kb = load()
@@ -33,7 +33,7 @@ def export_json(report: Report, directory: str, lang: str) -> str:
 
 
 def export_markdown(report: Report, directory: str, lang: str) -> str:
-    from knowledge import load
+    from ascend_doctor.knowledge import load
     from ..report import markdown
 
     path = os.path.join(directory, _name(report, ".md"))

@@ -61,7 +61,8 @@ class _Api:
 def _module() -> _Api:
     """fixes, fixes.apply and fixes.context, or FixesUnavailable saying what is missing."""
     try:
-        mods = [importlib.import_module(m) for m in ("fixes", "fixes.apply", "fixes.context")]
+        mods = [importlib.import_module(m) for m in
+                ("ascend_doctor.fixes", "ascend_doctor.fixes.apply", "ascend_doctor.fixes.context")]
     except ImportError as exc:
         raise FixesUnavailable("fixes are not installed in this build (cannot import "
                                f"{getattr(exc, 'name', None) or exc})") from None

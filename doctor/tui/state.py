@@ -154,7 +154,7 @@ class RunState:
         one ranking every front end uses (doctor/ranking.py, doctor/problems.py)."""
         from .. import problems
         if kb is None:
-            from knowledge import load
+            from ascend_doctor.knowledge import load
             kb = load()
         pair = problems.worst(self.results(), kb)
         return (self.rows[pair[0].check_id], pair[1]) if pair else None

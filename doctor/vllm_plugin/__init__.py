@@ -1,6 +1,6 @@
 """A vLLM general plugin that records block tables per engine step (ascend-doctor block audit).
 
-Entry point ``vllm.general_plugins: ascend_doctor_block_audit = doctor.vllm_plugin:register``.
+Entry point ``vllm.general_plugins: ascend_doctor_block_audit = ascend_doctor.vllm_plugin:register``.
 vLLM calls ``register()`` in the API server, the EngineCore and every worker (facts:
 vllm-internals §4.1), so it is cheap and idempotent, and **inert unless**
 ``ASCEND_DOCTOR_BLOCK_AUDIT=<file>`` is set (``{pid}`` in the name is replaced by the

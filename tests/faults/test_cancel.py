@@ -16,12 +16,12 @@ from dataclasses import dataclass
 import psutil
 import pytest
 
-from doctor import cancel
-from doctor.engine import RunConfig, run
-from doctor.facts import ABANDONED, FactStore
-from doctor.host import Host, run_capped
-from doctor.model import Category, Finding, Status
-from doctor.registry import Registry, check, provider
+from ascend_doctor import cancel
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.facts import ABANDONED, FactStore
+from ascend_doctor.host import Host, run_capped
+from ascend_doctor.model import Category, Finding, Status
+from ascend_doctor.registry import Registry, check, provider
 
 NPU_SMI = "/usr/local/Ascend/driver/tools/npu-smi"
 
@@ -245,7 +245,7 @@ def test_cancelled_token_interrupts_host_sleep(sysroot):
 
 def test_collect_records_the_killed_command_and_the_replay_names_it(sysroot):
     """RecordingHost delegates (the same kill), and the bundle says why the answer is absent."""
-    from doctor.bundle import BundleData, BundleHost, RecordingHost
+    from ascend_doctor.bundle import BundleData, BundleHost, RecordingHost
 
     pidfile = hanging_npu_smi(sysroot)
     rec = RecordingHost(sysroot.host())

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from doctor.engine import RunConfig, run
-from doctor.errors import SourceMissing
-from doctor.host import Host
-from doctor.model import Category, Finding, Status
-from doctor.registry import CheckSpec, Registry, check, provider
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.errors import SourceMissing
+from ascend_doctor.host import Host
+from ascend_doctor.model import Category, Finding, Status
+from ascend_doctor.registry import CheckSpec, Registry, check, provider
 from dataclasses import dataclass
 
 NPU_SMI = "/usr/local/Ascend/driver/tools/npu-smi"

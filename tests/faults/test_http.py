@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from doctor.host import LiveHost
+from ascend_doctor.host import LiveHost
 
 
 @contextmanager

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.errors import SourceError, SourceMissing
-from doctor.host import LiveHost
-from doctor.probes.procs import find_servers, gather_service_env
+from ascend_doctor.errors import SourceError, SourceMissing
+from ascend_doctor.host import LiveHost
+from ascend_doctor.probes.procs import find_servers, gather_service_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,9 +65,9 @@ def test_permission_denied_on_environ_of_another_user(tmp_path):
     proc = _fake_vllm(tmp_path, 30)  # runs as root; read by nobody
     try:
         code = f"""
-from doctor.host import LiveHost
-from doctor.errors import SourceError
-from doctor.probes.procs import find_servers, gather_service_env
+from ascend_doctor.host import LiveHost
+from ascend_doctor.errors import SourceError
+from ascend_doctor.probes.procs import find_servers, gather_service_env
 host = LiveHost("/")
 try:
     host.proc_read({proc.pid}, "environ")
@@ -91,7 +91,7 @@ print("ENV", env.source, "|", env.unreadable_reason)
 def test_permission_denied_in_a_sysroot(sysroot):
     sysroot.write("/proc/4711/environ", b"HF_TOKEN=x\0", mode=0o000)
     r = _as_nobody(f"""
-from doctor.host import LiveHost
+from ascend_doctor.host import LiveHost
 try:
     LiveHost({str(sysroot)!r}).proc_read(4711, "environ")
 except Exception as exc:
@@ -132,7 +132,7 @@ def _fill(mnt: Path, leave: int = 0) -> None:
 
 
 def test_atomic_write_on_a_full_disk_keeps_the_original(tiny_fs):
-    from doctor.atomic import atomic_write
+    from ascend_doctor.atomic import atomic_write
 
     target = tiny_fs / "ascend.conf"
     target.write_text("/usr/local/Ascend/driver/lib64\n")
@@ -170,7 +170,7 @@ def test_atomic_write_past_rlimit_fsize_keeps_the_original(tmp_path):
     target = tmp_path / "ascend.conf"
     target.write_text("original\n")
     code = _FSIZE + f"""
-from doctor.atomic import atomic_write
+from ascend_doctor.atomic import atomic_write
 try:
     atomic_write({str(target)!r}, b"x" * 100000)
 except OSError as exc:
@@ -191,7 +191,7 @@ def test_collect_past_rlimit_fsize_is_named(sysroot, tmp_path):
     out.mkdir()
     code = _FSIZE.replace("LIMIT = 4096", "LIMIT = 256") + f"""
 sys.argv = ["ascend-doctor", "collect", "--root", {str(sysroot)!r}, "-o", {str(out / "b.tar.gz")!r}]
-from doctor.cli import main
+from ascend_doctor.cli import main
 main()
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from hypothesis import settings, strategies as st
 
-from doctor.errors import ParseError
+from ascend_doctor.errors import ParseError
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 

@@ -12,12 +12,12 @@ import tarfile
 
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from doctor.bundle import BundleData, BundleHost
-from doctor.demo import demo_bundle_bytes
-from doctor.engine import RunConfig, run
-from doctor.errors import BundleError
-from doctor.model import Report
-from doctor.registry import Registry
+from ascend_doctor.bundle import BundleData, BundleHost
+from ascend_doctor.demo import demo_bundle_bytes
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.errors import BundleError
+from ascend_doctor.model import Report
+from ascend_doctor.registry import Registry
 from tests.fuzz.harness import assert_total, byte_inputs, heavy, json_mutate, mutate
 
 DEMO = demo_bundle_bytes()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import example, given, strategies as st
 
-import knowledge
-from knowledge import Entry, KnowledgeError, parse_file
+from ascend_doctor import knowledge
+from ascend_doctor.knowledge import Entry, KnowledgeError, parse_file
 from tests.fuzz.harness import assert_total, mutated
 
 REAL = [(n, raw) for n, raw in knowledge.data_files() if n not in knowledge.DATA_FILES_EXCLUDED]

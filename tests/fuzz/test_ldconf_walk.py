@@ -11,8 +11,8 @@ import tempfile
 
 from hypothesis import example, given, strategies as st
 
-from doctor.host import LiveHost
-from doctor.probes.ldconf import LdSoConf, walk_ldconf
+from ascend_doctor.host import LiveHost
+from ascend_doctor.probes.ldconf import LdSoConf, walk_ldconf
 from tests.fuzz.harness import assert_total, corpus, heavy, mutated
 
 FILES = ("/etc/ld.so.conf", "/etc/ld.so.conf.d/a.conf", "/etc/ld.so.conf.d/b.conf",

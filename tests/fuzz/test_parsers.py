@@ -11,13 +11,13 @@ import json
 
 from hypothesis import example, given, strategies as st
 
-from doctor.errors import ParseError
-from doctor.host import ProcInfo, proc_info_from_files
-from doctor.probes.ldconf import Directive, parse_ldconf_text
-from doctor.probes.packages import (Package, Packages, parse_entry_points, parse_metadata,
+from ascend_doctor.errors import ParseError
+from ascend_doctor.host import ProcInfo, proc_info_from_files
+from ascend_doctor.probes.ldconf import Directive, parse_ldconf_text
+from ascend_doctor.probes.packages import (Package, Packages, parse_entry_points, parse_metadata,
                                     parse_packages_json)
-from doctor.probes.procs import parse_environ
-from doctor.procnet import parse_proc_net
+from ascend_doctor.probes.procs import parse_environ
+from ascend_doctor.procnet import parse_proc_net
 from tests.fuzz.harness import (NotTotal, assert_total, byte_inputs, corpus, json_mutated,
                                 text_inputs)
 

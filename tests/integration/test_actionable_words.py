@@ -9,11 +9,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from doctor.engine import RunConfig, run
-from doctor.host import LiveHost
-from doctor.opening import demo_host
-from doctor.options import RunOptions
-from doctor.registry import Registry
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.host import LiveHost
+from ascend_doctor.opening import demo_host
+from ascend_doctor.options import RunOptions
+from ascend_doctor.registry import Registry
 
 REPRS = [
     (re.compile(r"\bNone\b"), "None"),
@@ -97,8 +97,8 @@ def test_sysroots_speak_words(sysroot, build):
 
 
 def test_the_demo_as_a_sysroot_speaks_words(tmp_path):
-    from doctor.demo import demo_bundle_data
-    from fixes.export import export_root
+    from ascend_doctor.demo import demo_bundle_data
+    from ascend_doctor.fixes.export import export_root
 
     export_root(demo_bundle_data(), str(tmp_path / "root"))
     report = _run(LiveHost(str(tmp_path / "root")), "sysroot")
@@ -107,7 +107,7 @@ def test_the_demo_as_a_sysroot_speaks_words(tmp_path):
 
 def test_the_detector_catches_what_it_must():
     """The patterns themselves, on the reprs issue 14 quoted."""
-    from doctor.model import Finding
+    from ascend_doctor.model import Finding
 
     for text in ("ip_local_port_range (50000, 51999), TIME_WAIT None",
                  "ldconfig -r {root}", "skips it (seed: mode 600)", "['a', 'b'] missing"):
@@ -130,10 +130,10 @@ def test_the_detector_catches_what_it_must():
 def test_every_fix_plan_reads_as_words(tmp_path):
     """Each recipe's plan on the demo exported as a sysroot, as `fix RECIPE --root` prints
     it, with the parameters the demo's findings pass: no reprs, no ``{root}``."""
-    from doctor.demo import demo_bundle_data
-    from fixes import FixRegistry, plan_for
-    from fixes.context import FixContext
-    from fixes.export import export_root
+    from ascend_doctor.demo import demo_bundle_data
+    from ascend_doctor.fixes import FixRegistry, plan_for
+    from ascend_doctor.fixes.context import FixContext
+    from ascend_doctor.fixes.export import export_root
 
     root = str(tmp_path / "root")
     export_root(demo_bundle_data(), root)

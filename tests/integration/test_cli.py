@@ -8,7 +8,7 @@ import sys
 
 import jsonschema
 
-from doctor.report.jsonreport import schema
+from ascend_doctor.report.jsonreport import schema
 
 
 def test_demo_json_validates_and_shows_failures(cli):
@@ -86,8 +86,8 @@ def test_list(cli):
 
 def test_check_path_imports_no_heavy_modules():
     code = ("import sys, doctor.cli, doctor.engine, doctor.report.jsonreport;"
-            "from doctor.cli import demo_host, run_report;"
-            "from doctor.options import RunOptions;"
+            "from ascend_doctor.cli import demo_host, run_report;"
+            "from ascend_doctor.options import RunOptions;"
             "run_report(demo_host(), RunOptions(), [], [], 10.0);"
             "bad=[m for m in ('textual','scapy','torch','torch_npu','vllm','rich') if m in sys.modules];"
             "print(','.join(bad))")
@@ -144,15 +144,15 @@ def parse_importtime(stderr: str) -> dict[str, tuple[int, int]]:
 
 
 def test_importtime_of_the_cli_holds_no_heavy_module():
-    """Every module `import doctor.cli` loads, as the interpreter itself reports them."""
-    r = subprocess.run([sys.executable, "-X", "importtime", "-c", "import doctor.cli"],
+    """Every module `import ascend_doctor.cli` loads, as the interpreter itself reports them."""
+    r = subprocess.run([sys.executable, "-X", "importtime", "-c", "import ascend_doctor.cli"],
                        capture_output=True, text=True, check=True)
     mods = parse_importtime(r.stderr)
-    assert "doctor.cli" in mods and "click" in mods, "importtime output not understood"
+    assert "ascend_doctor.cli" in mods and "click" in mods, "importtime output not understood"
     heavy = sorted(m for m in mods if m.split(".")[0] in HEAVY)
-    assert heavy == [], f"`import doctor.cli` loads {heavy}"
-    total_ms = mods["doctor.cli"][1] / 1000
-    assert total_ms < 1000, f"import doctor.cli took {total_ms:.0f} ms"
+    assert heavy == [], f"`import ascend_doctor.cli` loads {heavy}"
+    total_ms = mods["ascend_doctor.cli"][1] / 1000
+    assert total_ms < 1000, f"import ascend_doctor.cli took {total_ms:.0f} ms"
 
 
 def test_collect_without_output_writes_a_dated_bundle_and_says_what_to_do(sysroot, tmp_path):

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from checks import dns as rules
-from doctor.host import LiveHost
-from doctor.model import Status
-from doctor.options import RunOptions
-from doctor.probes.dns import capture_filter, gather_dns_traffic
+from ascend_doctor.checks import dns as rules
+from ascend_doctor.host import LiveHost
+from ascend_doctor.model import Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.dns import capture_filter, gather_dns_traffic
 
 NAME = "api.deepseek.example.com"
 

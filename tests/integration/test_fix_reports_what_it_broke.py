@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from doctor.demo import demo_bundle_data
-from doctor.host import LiveHost
-from doctor.options import RunOptions
-from fixes import FixRegistry, plan_for
-from fixes.apply import apply_plan, regressions
-from fixes.context import FixContext
-from fixes.export import export_root
+from ascend_doctor.demo import demo_bundle_data
+from ascend_doctor.host import LiveHost
+from ascend_doctor.options import RunOptions
+from ascend_doctor.fixes import FixRegistry, plan_for
+from ascend_doctor.fixes.apply import apply_plan, regressions
+from ascend_doctor.fixes.context import FixContext
+from ascend_doctor.fixes.export import export_root
 
 MISSING = "/usr/local/Ascend/driver/lib64/common is configured"
 

@@ -10,7 +10,7 @@ from typing import Iterator
 import click
 import pytest
 
-from doctor.cli import main
+from ascend_doctor.cli import main
 
 
 def commands(cmd: click.Command = main, path: tuple[str, ...] = ("ascend-doctor",)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.demo import demo_bundle_data
+from ascend_doctor.demo import demo_bundle_data
 from tests.conftest import doctor_exe
 
 RSS_LIMIT_KIB = 256 * 1024

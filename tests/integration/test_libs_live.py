@@ -7,10 +7,10 @@ import subprocess
 import sys
 import time
 
-from doctor.engine import RunConfig, run
-from doctor.host import LiveHost
-from doctor.model import Status
-from doctor.options import RunOptions
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.host import LiveHost
+from ascend_doctor.model import Status
+from ascend_doctor.options import RunOptions
 from tests.libfixtures import gcc
 
 LOADER = ("import ctypes, sys, time; ctypes.CDLL(sys.argv[1]); print('ready', flush=True); "

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from doctor.host import LiveHost
-from doctor.probes.libresolve import Resolver, SearchContext, default_dirs_for, usable_cache
+from ascend_doctor.host import LiveHost
+from ascend_doctor.probes.libresolve import Resolver, SearchContext, default_dirs_for, usable_cache
 from tests.libfixtures import wheel
 
 # facts/observed-wheels.md: DT_NEEDED entries that only CANN provides, per ELF

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor.host import LiveHost
-from doctor.options import RunOptions
-from doctor.probes.procs import gather_service_processes
-from doctor.probes.service import gather_http
+from ascend_doctor.host import LiveHost
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.procs import gather_service_processes
+from ascend_doctor.probes.service import gather_http
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_vllm_server.py"
 

@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from doctor.model import CheckResult, Category, Finding, HostInfo, Report, Severity
-from doctor.npd import MAX_MESSAGE, npd_result
+from ascend_doctor.model import CheckResult, Category, Finding, HostInfo, Report, Severity
+from ascend_doctor.npd import MAX_MESSAGE, npd_result
 from tests.conftest import run_cli
 
 CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "npd" / "ascend-doctor-monitor.json"
@@ -69,7 +69,7 @@ def test_message_fits_and_counts_what_it_leaves_out():
 
 
 def test_monitor_config_matches_npd_and_the_cli():
-    from doctor.cli import main
+    from ascend_doctor.cli import main
 
     cfg = json.loads(CONFIG.read_text())
     assert cfg["plugin"] == "custom"

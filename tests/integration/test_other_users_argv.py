@@ -54,7 +54,7 @@ def _assert_clean(where: str, data: "bytes | str") -> None:
 
 
 def test_the_live_process_table_keeps_no_strangers_argv(attackers):
-    from doctor.host import LiveHost
+    from ascend_doctor.host import LiveHost
 
     table = {p.pid: p for p in LiveHost("/").processes()}
     for proc, argv in zip(attackers, ATTACKERS):

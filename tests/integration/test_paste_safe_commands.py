@@ -11,8 +11,8 @@ import shutil
 import click
 import pytest
 
-from doctor import cli as cli_mod
-from doctor.suggest import fix_command, next_step, only_reads, repeats_the_run
+from ascend_doctor import cli as cli_mod
+from ascend_doctor.suggest import fix_command, next_step, only_reads, repeats_the_run
 
 # programs of an Ascend host that a CI machine does not have
 HOST_PROGRAMS = {"npu-smi", "msnpureport", "systemctl", "ldconfig", "sysctl"}
@@ -47,7 +47,7 @@ def test_fix_commands_quote_every_value(value):
 
 
 def test_every_fix_the_demo_suggests_parses_and_names_a_recipe(cli):
-    from fixes import FixRegistry
+    from ascend_doctor.fixes import FixRegistry
 
     r = cli("demo", "--json")
     assert r.returncode == 0, r.stderr
@@ -73,7 +73,7 @@ def test_every_fix_the_demo_suggests_parses_and_names_a_recipe(cli):
 
 
 def test_the_fix_list_and_the_plans_paste_and_run(cli, tmp_path):
-    from fixes import FixRegistry
+    from ascend_doctor.fixes import FixRegistry
 
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "LANG": "C.UTF-8"}
     overlay = tmp_path / "over lay"  # a space: the suggested commands must quote it
@@ -101,8 +101,7 @@ def test_the_fix_list_and_the_plans_paste_and_run(cli, tmp_path):
 
 def test_kb_suggestions_of_the_doctor_itself_parse():
     """The KB's own `ascend-doctor …` commands use subcommands and options that exist."""
-    import knowledge
-
+    from ascend_doctor import knowledge
     seen = 0
     for e in knowledge.load().entries.values():
         for s in e.steps:
@@ -141,11 +140,10 @@ def test_next_never_repeats_the_run():
 def test_next_on_the_demo_is_something_new():
     """On the demo's own KB entries: the first step the report would show is never a
     re-run of check nor a read of what the checks read."""
-    import knowledge
-
-    from doctor.engine import RunConfig, run
-    from doctor.opening import demo_host
-    from doctor.options import RunOptions
+    from ascend_doctor import knowledge
+    from ascend_doctor.engine import RunConfig, run
+    from ascend_doctor.opening import demo_host
+    from ascend_doctor.options import RunOptions
 
     report = run(demo_host(), RunOptions(), config=RunConfig(context="demo"))
     ran = [r.check_id for r in report.results]

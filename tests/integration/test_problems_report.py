@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from doctor.report.jsonreport import schema
+from ascend_doctor.report.jsonreport import schema
 
 CATEGORIES = ("libs", "versions", "npu", "container", "service", "config", "performance",
               "network", "kvcache", "profiling", "logs", "host")

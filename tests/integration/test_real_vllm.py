@@ -305,7 +305,7 @@ def test_bad_block_size_dies_with_the_real_root_cause(vllm_env, tmp_path):
 INJECT = """
 import os, sys
 if os.environ.get("REALVLLM_INJECT_AFTER"):
-    from doctor.vllm_plugin import PatchOnImport
+    from ascend_doctor.vllm_plugin import PatchOnImport
 
     after = int(os.environ["REALVLLM_INJECT_AFTER"])
     state = {"calls": 0, "done": False}

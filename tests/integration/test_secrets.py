@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from doctor.bundle import BundleData, RecordingHost
-from doctor.engine import RunConfig, run
-from doctor.host import Host, LiveHost
-from doctor.model import Category, Finding
-from doctor.options import RunOptions
-from doctor.probes.procs import ServiceEnv, ServiceProcesses
-from doctor.registry import Registry, check
+from ascend_doctor.bundle import BundleData, RecordingHost
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.host import Host, LiveHost
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.procs import ServiceEnv, ServiceProcesses
+from ascend_doctor.registry import Registry, check
 
 SECRETS = {
     "HF_TOKEN": "hf_PlantedHuggingFaceToken0042",
@@ -160,8 +160,8 @@ def test_nosy_check_sees_the_secrets_raw(vllm_like):
 
 
 def test_reports_never_show_secrets(vllm_like, tmp_path):
-    from knowledge import load
-    from doctor.report import jsonreport, junit, markdown, text
+    from ascend_doctor.knowledge import load
+    from ascend_doctor.report import jsonreport, junit, markdown, text
 
     report = run(LiveHost("/"), _options(vllm_like), _registry(), RunConfig(timeout=20))
     nosy_result = next(r for r in report.results if r.check_id == "secrets.nosy")
@@ -192,9 +192,9 @@ def test_bundle_never_holds_secrets(vllm_like, tmp_path):
     for name, data in members.items():
         _assert_clean(f"bundle member {name}", data.decode("utf-8", "replace"))
     # the replayed bundle must not resurrect them either
-    from doctor.bundle import BundleHost
+    from ascend_doctor.bundle import BundleHost
     replay = run(BundleHost(BundleData.load(raw)), options, _registry(), RunConfig(timeout=20))
-    from doctor.report import jsonreport
+    from ascend_doctor.report import jsonreport
     _assert_clean("report from the bundle", jsonreport.render(replay, {}))
 
 
@@ -223,7 +223,7 @@ def test_cli_outputs_and_collected_bundle_hold_no_secrets(cli, vllm_like, tmp_pa
 
 def test_tui_export_holds_no_secrets(vllm_like, tmp_path):
     """The TUI's `e` export (JSON, Markdown issue body, bundle of a live host)."""
-    from doctor.tui import export
+    from ascend_doctor.tui import export
 
     options = _options(vllm_like)
     report = run(LiveHost("/"), options, _registry(), RunConfig(timeout=20))
@@ -282,7 +282,7 @@ def _hostile_log(path: Path) -> None:
 @check("secrets.logstream", title="copies a streamed log into its finding",
        category=Category.SERVICE)
 def logstream(host: Host, options: RunOptions):
-    from doctor.probes.logs import iter_lines
+    from ascend_doctor.probes.logs import iter_lines
     with host.open_stream(options.logs[0]) as fh:
         text = "".join(iter_lines(fh, None))
     yield Finding.warn(f"log {text}", evidence={"log": text})
@@ -296,8 +296,8 @@ def _assert_no_shape(where: str, text: str) -> None:
 
 def test_every_shape_in_a_hostile_streamed_log_stays_out(tmp_path):
     import xml.etree.ElementTree as ET
-    from knowledge import load
-    from doctor.report import jsonreport, junit, markdown, text
+    from ascend_doctor.knowledge import load
+    from ascend_doctor.report import jsonreport, junit, markdown, text
 
     log = tmp_path / "hostile.log"
     _hostile_log(log)

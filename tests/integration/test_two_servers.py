@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from doctor.engine import RunConfig, run
-from doctor.host import LiveHost
-from doctor.model import Status
-from doctor.options import RunOptions
-from doctor.registry import Registry
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.host import LiveHost
+from ascend_doctor.model import Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.registry import Registry
 from tests.integration.test_live_service import fake_vllm
 
 

@@ -65,9 +65,9 @@ def test_collect_exits_non_zero_when_a_named_input_is_unreadable(cli, tmp_path, 
 
 
 def test_procnet_imports_nothing_of_the_host():
-    code = ("import sys; import doctor.procnet; "
-            "assert 'doctor.host' not in sys.modules, sorted(sys.modules)")
+    code = ("import sys; import ascend_doctor.procnet; "
+            "assert 'ascend_doctor.host' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(Path(__file__).parents[2]))
-    from doctor.host import Connection
-    from doctor.procnet import Connection as C2
+    from ascend_doctor.host import Connection
+    from ascend_doctor.procnet import Connection as C2
     assert Connection is C2

@@ -9,8 +9,8 @@ from typing import Callable
 
 import pytest
 
-from doctor.bundle import BundleWriter
-from doctor.model import HostInfo
+from ascend_doctor.bundle import BundleWriter
+from ascend_doctor.model import HostInfo
 from tests.fixtures.npusmi import a2_table
 
 @pytest.hookimpl(tryfirst=True)
@@ -31,7 +31,7 @@ LABELS = 'engine="0",model_name="deepseek-ai/DeepSeek-V3"'
 
 def subset_registry(*ids: str, extra=()):
     """The built-in registry reduced to ``ids`` (plus extra CheckSpecs), plugins off."""
-    from doctor.registry import Registry
+    from ascend_doctor.registry import Registry
 
     reg = Registry.discover(plugins=False)
     reg.checks = {k: v for k, v in reg.checks.items() if k in ids}
@@ -130,7 +130,7 @@ def no_fixes(monkeypatch):
     """fixes/ absent from the build, as an import of it fails then (None in sys.modules)."""
     import sys
 
-    for name in ("fixes", "fixes.apply", "fixes.context"):
+    for name in ("ascend_doctor.fixes", "ascend_doctor.fixes.apply", "ascend_doctor.fixes.context"):
         monkeypatch.setitem(sys.modules, name, None)
 
 
@@ -145,8 +145,8 @@ def fix_state(tmp_path, monkeypatch):
 @pytest.fixture
 def demo_root(tmp_path):
     """The demo scenario materialised as a sysroot directory (what `export-root` writes)."""
-    from doctor.demo import demo_bundle_data
-    from fixes.export import export_root
+    from ascend_doctor.demo import demo_bundle_data
+    from ascend_doctor.fixes.export import export_root
 
     root = tmp_path / "demo-root"
     export_root(demo_bundle_data(), str(root))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import sys
 
-from doctor.tui import fixflow
-from doctor.tui.app import DoctorApp
-from doctor.tui.screens.fix import (ConfirmScreen, FixPlanScreen, FixResultScreen,
+from ascend_doctor.tui import fixflow
+from ascend_doctor.tui.app import DoctorApp
+from ascend_doctor.tui.screens.fix import (ConfirmScreen, FixPlanScreen, FixResultScreen,
                                     FixUnavailableScreen)
 from tests.tui.conftest import SNAPSHOT_CHECKS, subset_registry, wait_for
 from tests.tui.test_pilot import plain
@@ -41,16 +41,16 @@ async def test_fixes_not_installed_shows_the_reason_and_manual_steps(no_fixes):
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FixUnavailableScreen))
         assert "fixes are not installed" in app.screen.reason
-        assert "cannot import fixes" in app.screen.reason
+        assert "cannot import ascend_doctor.fixes" in app.screen.reason
         assert "ASC-LIB-002" in app.screen.steps_markdown and "1. " in app.screen.steps_markdown
         await pilot.press("escape")
         assert not isinstance(app.screen, FixUnavailableScreen)
 
 
 def test_a_missing_part_of_fixes_is_named(monkeypatch):
-    monkeypatch.setitem(sys.modules, "fixes.apply", None)
+    monkeypatch.setitem(sys.modules, "ascend_doctor.fixes.apply", None)
     ok, reason = fixflow.availability()
-    assert not ok and "cannot import fixes.apply" in reason
+    assert not ok and "cannot import ascend_doctor.fixes.apply" in reason
 
 
 async def _plan_apply_verify_undo(app, pilot, write_root) -> None:

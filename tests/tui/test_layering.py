@@ -11,15 +11,15 @@ import pytest
 
 PROBE = r"""
 import sys
-from doctor.tui.app import DoctorApp
-assert "doctor.cli" not in sys.modules, "importing doctor.tui.app imported doctor.cli"
+from ascend_doctor.tui.app import DoctorApp
+assert "ascend_doctor.cli" not in sys.modules, "importing doctor.tui.app imported doctor.cli"
 kind, arg = sys.argv[1], sys.argv[2]
 app = {"demo": lambda: DoctorApp(demo=True),
        "root": lambda: DoctorApp(root=arg),
        "bundle": lambda: DoctorApp(bundle=arg)}[kind]()
 host = app.make_host()
 print(host.kind, host.info().hostname)
-leaked = sorted(m for m in sys.modules if m == "doctor.cli" or m.startswith("doctor.cli_"))
+leaked = sorted(m for m in sys.modules if m == "ascend_doctor.cli" or m.startswith("ascend_doctor.cli_"))
 assert not leaked, f"opening a {kind} host imported {leaked}"
 """
 
@@ -40,7 +40,7 @@ def test_the_tui_opens_hosts_without_importing_the_cli(kind, tmp_path):
         (tmp_path / "etc" / "hostname").write_text("sysroot-01\n")
         arg = str(tmp_path)
     elif kind == "bundle":
-        from doctor.demo import demo_bundle_bytes
+        from ascend_doctor.demo import demo_bundle_bytes
         arg = str(tmp_path / "demo.tar.gz")
         with open(arg, "wb") as fh:
             fh.write(demo_bundle_bytes())
@@ -49,8 +49,8 @@ def test_the_tui_opens_hosts_without_importing_the_cli(kind, tmp_path):
 
 
 def test_a_missing_bundle_is_named_by_the_core():
-    from doctor.errors import BundleError
-    from doctor.opening import open_host
+    from ascend_doctor.errors import BundleError
+    from ascend_doctor.opening import open_host
 
     with pytest.raises(BundleError, match="nope.tar.gz does not exist"):
         open_host(None, "/nonexistent/nope.tar.gz")

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from doctor.model import Category, CheckResult, Finding, Status
-from doctor.tui import livefeed
-from doctor.tui.state import RunState
+from ascend_doctor.model import Category, CheckResult, Finding, Status
+from ascend_doctor.tui import livefeed
+from ascend_doctor.tui.state import RunState
 from tests.fixtures.npusmi import A2, A3
 from tests.tui.conftest import LIVE_SAMPLES, metrics_text, npu_smi_text
 
@@ -101,8 +101,8 @@ def test_the_tui_adapters_do_not_import_textual():
     import subprocess
     import sys
 
-    code = ("import sys, doctor.tui.state, doctor.tui.livefeed, doctor.tui.fixflow, "
-            "doctor.tui.export; print('textual' in sys.modules)")
+    code = ("import sys, ascend_doctor.tui.state, ascend_doctor.tui.livefeed, ascend_doctor.tui.fixflow, "
+            "ascend_doctor.tui.export; print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
@@ -121,7 +121,7 @@ def test_worst_prefers_the_actionable_finding_among_equals():
 
 
 def test_glyphs_fall_back_to_text_on_dumb_terminals(monkeypatch):
-    from doctor.tui import state
+    from ascend_doctor.tui import state
 
     monkeypatch.delenv("ASCEND_DOCTOR_ASCII", raising=False)
     monkeypatch.setenv("TERM", "xterm-256color")

@@ -10,13 +10,13 @@ import time
 import pytest
 from textual.binding import Binding
 
-from doctor.model import Category, Finding
-from doctor.registry import check
-from doctor.tui.app import DoctorApp
-from doctor.tui.screens.dashboard import DashboardScreen
-from doctor.tui.screens.detail import DetailScreen
-from doctor.tui.screens.export import ExportScreen
-from doctor.tui.screens.help import HelpScreen
+from ascend_doctor.model import Category, Finding
+from ascend_doctor.registry import check
+from ascend_doctor.tui.app import DoctorApp
+from ascend_doctor.tui.screens.dashboard import DashboardScreen
+from ascend_doctor.tui.screens.detail import DetailScreen
+from ascend_doctor.tui.screens.export import ExportScreen
+from ascend_doctor.tui.screens.help import HelpScreen
 from tests.tui.conftest import SNAPSHOT_CHECKS, subset_registry, wait_for
 
 SIZE = (120, 40)
@@ -106,7 +106,7 @@ async def test_detail_shows_message_evidence_and_kb_and_toggles_language():
         assert "requires torch==2.10.0; found 2.13.0" in plain(app)  # on screen, not just held
         raw = json.loads(str(d.query_one("#d-raw").content))
         assert raw["installed"] == "2.13.0" and raw["requirement"] == "torch==2.10.0"
-        from knowledge import load
+        from ascend_doctor.knowledge import load
         entry = load().get("ASC-VER-001")
         md = d.query_one("#d-kb").source
         assert "ASC-VER-001" in md and entry.text("title", "en") in md
@@ -149,7 +149,7 @@ async def test_export(tmp_path, key, suffix):
     if suffix == ".json":
         import jsonschema
 
-        from doctor.report.jsonreport import schema
+        from ascend_doctor.report.jsonreport import schema
         doc = json.loads(out.read_text())
         jsonschema.validate(doc, schema())
         assert doc["context"] == "demo" and doc["summary"]["fail"] == 2
@@ -158,7 +158,7 @@ async def test_export(tmp_path, key, suffix):
         body = out.read_text()
         assert "| fail | `versions.pins` |" in body and "### Knowledge base" in body
     else:
-        from doctor.demo import demo_bundle_bytes
+        from ascend_doctor.demo import demo_bundle_bytes
         assert out.read_bytes() == demo_bundle_bytes()
 
 
@@ -203,7 +203,7 @@ def test_every_binding_has_an_id_and_a_description():
 
 
 async def test_palette_lists_the_same_actions():
-    from doctor.tui.commands import DoctorCommands
+    from ascend_doctor.tui.commands import DoctorCommands
 
     app = demo_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -275,8 +275,8 @@ async def test_live_panel_polls_a_real_service(tmp_path):
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    from doctor.options import RunOptions
-    import doctor.tui.app as appmod
+    from ascend_doctor.options import RunOptions
+    import ascend_doctor.tui.app as appmod
 
     old = appmod.LIVE_INTERVAL
     appmod.LIVE_INTERVAL = 0.2
@@ -367,7 +367,7 @@ async def test_light_theme_and_80x24():
 
 
 async def test_export_bundle_of_a_sysroot_records_what_the_checks_read(tmp_path, sysroot):
-    from doctor.bundle import BundleData, BundleHost
+    from ascend_doctor.bundle import BundleData, BundleHost
 
     sysroot.write("/etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n")
     sysroot.write("/etc/ld.so.conf.d/ascend.conf", "/usr/local/Ascend/driver/lib64\n")

@@ -10,12 +10,12 @@ import time
 
 from click.testing import CliRunner
 
-from doctor.model import Category, Finding, Status
-from doctor.registry import check
-from doctor.tui.app import DoctorApp
-from doctor.tui.screens.dashboard import DashboardScreen
-from doctor.tui.screens.detail import DetailScreen
-from doctor.tui.screens.fix import ConfirmScreen, FixPlanScreen, FixResultScreen
+from ascend_doctor.model import Category, Finding, Status
+from ascend_doctor.registry import check
+from ascend_doctor.tui.app import DoctorApp
+from ascend_doctor.tui.screens.dashboard import DashboardScreen
+from ascend_doctor.tui.screens.detail import DetailScreen
+from ascend_doctor.tui.screens.fix import ConfirmScreen, FixPlanScreen, FixResultScreen
 from tests.tui.conftest import SNAPSHOT_CHECKS, subset_registry, wait_for
 from tests.tui.test_pilot import plain
 
@@ -69,8 +69,8 @@ def _stuck():
 
 def test_cli_timeout_reaches_the_tui_runs(monkeypatch, sysroot):
     """`ascend-doctor tui --timeout 0.4`: the hanging check is abandoned after 0.4 s, not 10."""
-    from doctor import cli
-    from doctor.registry import Registry
+    from ascend_doctor import cli
+    from ascend_doctor.registry import Registry
 
     reg = subset_registry("ldconf.order", extra=[getattr(_stuck, "__ascend_doctor_check__")])
     monkeypatch.setattr(Registry, "discover", classmethod(lambda cls, plugins=True: reg))

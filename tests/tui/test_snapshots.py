@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.tui.app import DoctorApp
+from ascend_doctor.tui.app import DoctorApp
 from tests.tui.conftest import SNAPSHOT_CHECKS, run_before_complete, subset_registry, wait_for
 
 SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
@@ -53,7 +53,7 @@ def test_fixes_not_installed_modal(snap_compare, size, no_fixes):
 @pytest.mark.parametrize("size", SIZES)
 def test_fix_plan_modal(snap_compare, size, fix_state):
     """The real ldconf.ascend-conf plan on the demo (an overlay: nothing is written)."""
-    from doctor.tui.screens.fix import FixPlanScreen
+    from ascend_doctor.tui.screens.fix import FixPlanScreen
 
     async def press_f(pilot):
         # the worst of the subset is versions.pins (three findings of one cause,

@@ -36,8 +36,8 @@ def test_importtime_parse_and_table():
     demo = _load("bench_demo")
     err = ("import time: self [us] | cumulative | imported package\n"
            "import time:       424 |      25269 |   click\n"
-           "import time:     11749 |      43868 | doctor.cli\n")
-    assert demo.total_import_us(err, "doctor.cli") == 43868
+           "import time:     11749 |      43868 | ascend_doctor.cli\n")
+    assert demo.total_import_us(err, "ascend_doctor.cli") == 43868
     run = _load("run")
     rows = [{"name": "demo", "ours_s": 0.5, "peer": "collect_env", "peer_s": 9.0,
              "ours_rss_mb": 26.0, "peer_rss_mb": 208.0, "note": ""},

@@ -8,15 +8,15 @@ import os
 import pytest
 from hypothesis import given, strategies as st
 
-from checks.block_tables import block_tables, findings_for, replay
-from doctor.errors import SourceError, SourceMissing
-from doctor.model import Status
-from doctor.options import RunOptions
-from doctor.probes.block_audit import (BadLine, Header, StepV1, gather_block_audit, iter_records,
+from ascend_doctor.checks.block_tables import block_tables, findings_for, replay
+from ascend_doctor.errors import SourceError, SourceMissing
+from ascend_doctor.model import Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.block_audit import (BadLine, Header, StepV1, gather_block_audit, iter_records,
                                        parse_line, parse_text)
-from doctor.probes.procs import ServiceEnv
-from doctor.vllm_plugin import AuditState, install_v1
-from doctor.vllm_plugin.sim import MiniScheduler, run, workload
+from ascend_doctor.probes.procs import ServiceEnv
+from ascend_doctor.vllm_plugin import AuditState, install_v1
+from ascend_doctor.vllm_plugin.sim import MiniScheduler, run, workload
 
 
 def simulate(tmp_path, name="audit.jsonl", n=80, every=1, max_mb=None, **kw) -> tuple[str, MiniScheduler]:

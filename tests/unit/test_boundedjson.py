@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from doctor import boundedjson
-from doctor.demo import demo_bundle_data
+from ascend_doctor import boundedjson
+from ascend_doctor.demo import demo_bundle_data
 
 
 def test_real_index_parses_identically():

@@ -8,11 +8,11 @@ import tarfile
 
 import pytest
 
-from doctor.bundle import BundleData, BundleHost, RecordingHost
-from doctor.engine import run
-from doctor.errors import BundleError
-from doctor.options import RunOptions
-from doctor.redact import REDACTED
+from ascend_doctor.bundle import BundleData, BundleHost, RecordingHost
+from ascend_doctor.engine import run
+from ascend_doctor.errors import BundleError
+from ascend_doctor.options import RunOptions
+from ascend_doctor.redact import REDACTED
 
 from .test_ldconf import broken_ldconf
 
@@ -36,7 +36,7 @@ def test_collect_then_replay_gives_the_same_findings(sysroot, tmp_path):
 
 
 def test_truncated_and_corrupt_bundles_are_named(tmp_path):
-    from doctor.demo import demo_bundle_bytes
+    from ascend_doctor.demo import demo_bundle_bytes
     raw = demo_bundle_bytes()
     (tmp_path / "trunc.tar.gz").write_bytes(raw[: len(raw) // 2])
     with pytest.raises(BundleError, match="trunc.tar.gz"):
@@ -55,7 +55,7 @@ def test_truncated_and_corrupt_bundles_are_named(tmp_path):
 
 
 def test_a_bundle_missing_a_blob_is_truncated(tmp_path):
-    from doctor.demo import demo_bundle_data
+    from ascend_doctor.demo import demo_bundle_data
     data = demo_bundle_data()
     data.blobs.pop(next(iter(data.blobs)))
     with pytest.raises(BundleError, match="truncated"):
@@ -79,9 +79,9 @@ def test_recording_redacts_secrets(sysroot):
 
 def test_demo_bundle_is_the_build_output():
     """The shipped scenario is generated, never hand-edited: rebuilding gives the same bytes."""
-    from doctor.demo import demo_bundle_bytes
-    from doctor.demo.build import build
-    assert build() == demo_bundle_bytes(), "run `python -m doctor.demo.build` and commit"
+    from ascend_doctor.demo import demo_bundle_bytes
+    from ascend_doctor.demo.build import build
+    assert build() == demo_bundle_bytes(), "run `python -m ascend_doctor.demo.build` and commit"
 
 
 def test_streams_record_only_the_ranges_read(sysroot, tmp_path):

@@ -11,10 +11,10 @@ import tarfile
 
 import pytest
 
-from doctor import bundle
-import doctor.bundle.read  # the caps live in the reader (doctor/bundle/read.py)
-from doctor.bundle import BundleData
-from doctor.errors import BundleError
+from ascend_doctor import bundle
+import ascend_doctor.bundle.read  # the caps live in the reader (doctor/bundle/read.py)
+from ascend_doctor.bundle import BundleData
+from ascend_doctor.errors import BundleError
 
 
 def _tar(n_members: int, size: int) -> bytes:

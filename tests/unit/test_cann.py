@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from checks.versions import cann_upgrade, driver_active, driver_cann
-from doctor.errors import ParseError
-from doctor.host import CommandResult, LiveHost
-from doctor.model import Status
-from doctor.probes.cann import (CannStack, DriverVersion, Toolkit, c_number, gather_cann,
+from ascend_doctor.checks.versions import cann_upgrade, driver_active, driver_cann
+from ascend_doctor.errors import ParseError
+from ascend_doctor.host import CommandResult, LiveHost
+from ascend_doctor.model import Status
+from ascend_doctor.probes.cann import (CannStack, DriverVersion, Toolkit, c_number, gather_cann,
                                 parse_driver_version_info, parse_firmware_version_info,
                                 parse_toolkit_install_info, parse_version_cfg)
-from doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
-from doctor.probes.procs import ServiceEnv
+from ascend_doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
+from ascend_doctor.probes.procs import ServiceEnv
 from tests.fixtures.ascend import DRIVER, FIRMWARE, TOOLKIT_832, VERSION_CFG
 from tests.fixtures.npusmi import A2, with_version
 
@@ -98,7 +98,7 @@ def test_gather_new_layout_and_home_install_via_service_env(sysroot):
 
 
 def test_gather_nothing_is_missing_source(sysroot):
-    from doctor.errors import SourceMissing
+    from ascend_doctor.errors import SourceMissing
     with pytest.raises(SourceMissing):
         gather_cann(sysroot.host(), None)
 
@@ -152,7 +152,7 @@ def test_driver_active_rule_reboot_pending():
 
 
 def test_end_to_end_sysroot_with_npu_smi_script(sysroot):
-    from doctor.engine import RunConfig, run
+    from ascend_doctor.engine import RunConfig, run
     classic(sysroot)
     sysroot.write("/usr/local/Ascend/driver/version.info", DRIVER)
     sysroot.script("/usr/local/bin/npu-smi",
@@ -164,7 +164,7 @@ def test_end_to_end_sysroot_with_npu_smi_script(sysroot):
 
 
 def test_driver_firmware_range():
-    from checks.versions import driver_firmware
+    from ascend_doctor.checks.versions import driver_firmware
     st = _stack()
     ok = CannStack(st.toolkits, st.active, "", st.driver, parse_firmware_version_info(FIRMWARE))
     (f,) = driver_firmware(ok)

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-import knowledge
-from doctor.casefold import fold
-from doctor.probes.logs import LinePrefilter, required_literal
-from knowledge.gate import Gate, match_chunks, text_chunks
+from ascend_doctor import knowledge
+from ascend_doctor.casefold import fold
+from ascend_doctor.probes.logs import LinePrefilter, required_literal
+from ascend_doctor.knowledge.gate import Gate, match_chunks, text_chunks
 
 
 def test_fold_equates_what_re_ignorecase_equates():

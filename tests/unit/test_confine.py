@@ -12,13 +12,13 @@ import stat
 import pytest
 from click.testing import CliRunner
 
-from doctor import confine
-from doctor.bundle import FORMAT, FORMAT_VERSION, BundleData
-from doctor.cli import main
-from fixes import FixRegistry
-from fixes.apply import FixFailed, apply_plan, undo
-from fixes.context import FixContext
-from fixes.journal import Journal, JournalError, list_ids
+from ascend_doctor import confine
+from ascend_doctor.bundle import FORMAT, FORMAT_VERSION, BundleData
+from ascend_doctor.cli import main
+from ascend_doctor.fixes import FixRegistry
+from ascend_doctor.fixes.apply import FixFailed, apply_plan, undo
+from ascend_doctor.fixes.context import FixContext
+from ascend_doctor.fixes.journal import Journal, JournalError, list_ids
 
 HOSTS = "127.0.0.1 localhost\n"
 

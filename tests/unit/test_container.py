@@ -8,13 +8,13 @@ import stat
 
 import pytest
 
-from checks.container import devices, driver_mounts, non_root, visible_devices
-from doctor.host import LiveHost, ProcInfo
-from doctor.model import Status
-from doctor.probes.devices import (CONTAINER_MOUNTS, AscendDevices, ContainerInfo, DeviceNode,
+from ascend_doctor.checks.container import devices, driver_mounts, non_root, visible_devices
+from ascend_doctor.host import LiveHost, ProcInfo
+from ascend_doctor.model import Status
+from ascend_doctor.probes.devices import (CONTAINER_MOUNTS, AscendDevices, ContainerInfo, DeviceNode,
                                    ServiceUser, gather_container, gather_devices,
                                    parse_status_ids)
-from doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
+from ascend_doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mknod of character devices needs root")
 STATUS = "Name:\tpython3\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t27 1001\n"

@@ -9,14 +9,14 @@ import pytest
 from scapy.all import DNS, DNSQR, IP, TCP, UDP, Dot1Q, Ether, IPv6, Loopback, wrpcap
 from scapy.layers.l2 import CookedLinux
 
-from checks import dns as rules
-from doctor.errors import ParseError
-from doctor.host import LiveHost
-from doctor.model import Status
-from doctor.options import RunOptions
-from doctor.probes.dns import gather_dns_traffic
-from doctor.probes.dnsstats import analyse_capture
-from doctor.probes.pcapread import CaptureError, iter_packets
+from ascend_doctor.checks import dns as rules
+from ascend_doctor.errors import ParseError
+from ascend_doctor.host import LiveHost
+from ascend_doctor.model import Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.dns import gather_dns_traffic
+from ascend_doctor.probes.dnsstats import analyse_capture
+from ascend_doctor.probes.pcapread import CaptureError, iter_packets
 
 from .capgen import (CLIENT, NAME, SERVICE, cached, ndots_expansion, nxdomain_storm,
                      per_request, query, syn, write)
@@ -193,7 +193,7 @@ def test_capture_error_carries_packet_count():
 
 def test_capture_is_recorded_and_replayed_by_bundles(tmp_path):
     """collect --sniff records the capture; check --bundle replays it through Host.capture."""
-    from doctor.bundle import BundleData, BundleHost, RecordingHost
+    from ascend_doctor.bundle import BundleData, BundleHost, RecordingHost
 
     pcap = write(tmp_path / "live.pcap", per_request(30))
 
@@ -212,6 +212,6 @@ def test_capture_is_recorded_and_replayed_by_bundles(tmp_path):
 
 
 def test_sysroot_cannot_sniff(sysroot):
-    from doctor.errors import SourceMissing
+    from ascend_doctor.errors import SourceMissing
     with pytest.raises(SourceMissing):
         gather_dns_traffic(sysroot.host(), RunOptions(sniff_seconds=1.0))

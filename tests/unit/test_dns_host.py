@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from checks import dns as rules
-from doctor.model import Status
-from doctor.options import RunOptions
-from doctor.probes.dns import (gather_resolver_config, load_client_kind, parse_hosts,
+from ascend_doctor.checks import dns as rules
+from ascend_doctor.model import Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.dns import (gather_resolver_config, load_client_kind, parse_hosts,
                                parse_resolv_conf)
-from doctor.host import ProcInfo
+from ascend_doctor.host import ProcInfo
 
 from .capgen import NAME, SERVICE, cached, per_request, write
 
@@ -65,7 +65,7 @@ def test_unpinned_name_with_per_request_lookups_fails(sysroot, tmp_path):
     opts = RunOptions(pcap=str(write(tmp_path / "c.pcap", per_request(50))))
     r = gather_resolver_config(sysroot.host(), opts)
     assert [c.kind for c in r.load_clients] == ["jmeter", "python (locust)"]
-    from doctor.probes.dns import gather_dns_traffic
+    from ascend_doctor.probes.dns import gather_dns_traffic
     t = gather_dns_traffic(sysroot.host(), opts)
     (f,) = rules.hosts_pin(r, t, opts)
     assert f.status == Status.FAIL and f.fix.id == "dns.hosts-pin"
@@ -130,7 +130,7 @@ def test_load_clients_listed_and_absent(sysroot):
 
 
 def test_end_to_end_engine_on_sysroot(sysroot, tmp_path):
-    from doctor.engine import RunConfig, run
+    from ascend_doctor.engine import RunConfig, run
     load_host(sysroot)
     sysroot.mkdir("/var/tmp")
     cap = write(tmp_path / "c.pcapng", per_request(60), ng=True)  # the user's file

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from doctor.demo.elfgen import shared_object
-from doctor.errors import ParseError
-from doctor.probes.elf import parse_elf
-from doctor.probes.ldcache import build_ldcache, parse_ldcache
+from ascend_doctor.demo.elfgen import shared_object
+from ascend_doctor.errors import ParseError
+from ascend_doctor.probes.elf import parse_elf
+from ascend_doctor.probes.ldcache import build_ldcache, parse_ldcache
 from tests.libfixtures import gcc
 
 
@@ -154,5 +154,5 @@ def test_fuzz_ldcache(data):
 
 @given(st.text(max_size=400))
 def test_fuzz_maps(text):
-    from doctor.probes.ascendfiles import parse_maps
+    from ascend_doctor.probes.ascendfiles import parse_maps
     assert all(p.startswith("/") for p in parse_maps(text))

@@ -6,11 +6,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-from doctor.engine import RunConfig, run
-from doctor.errors import ParseError, SourceMissing
-from doctor.host import Host, LiveHost
-from doctor.model import Category, Finding, Status
-from doctor.registry import Registry, check, provider
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.errors import ParseError, SourceMissing
+from ascend_doctor.host import Host, LiveHost
+from ascend_doctor.model import Category, Finding, Status
+from ascend_doctor.registry import Registry, check, provider
 
 calls = {"n": 0}
 lock = threading.Lock()
@@ -117,7 +117,7 @@ def test_run_turns_every_outcome_into_a_result(tmp_path):
 
 def test_select_by_id_prefix_tag_and_unknown():
     import pytest
-    from doctor.errors import UsageError
+    from ascend_doctor.errors import UsageError
     reg = registry()
     assert [s.id for s in reg.select(["t.ok"])] == ["t.ok"]
     assert len(reg.select(["t"])) == 7
@@ -129,5 +129,5 @@ def test_select_by_id_prefix_tag_and_unknown():
 def test_builtin_registry_discovers_checks_and_providers():
     reg = Registry.discover(plugins=False)
     assert "ldconf.order" in reg.checks and "versions.pins" in reg.checks
-    from doctor.probes.ldconf import LdSoConf
+    from ascend_doctor.probes.ldconf import LdSoConf
     assert LdSoConf in reg.providers

@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from doctor.cli import build_options, demo_host
-from doctor.cli_exporter import FAULT_SAMPLING_CHECKS, State, loop, run_once
-from doctor.exporter import Snapshot, exposition, health
-from doctor.model import Category, CheckResult, Finding, HostInfo, Report, Severity
-from doctor.probes.npusmi import NpuChip, NpuSmiInfo
+from ascend_doctor.cli import build_options, demo_host
+from ascend_doctor.cli_exporter import FAULT_SAMPLING_CHECKS, State, loop, run_once
+from ascend_doctor.exporter import Snapshot, exposition, health
+from ascend_doctor.model import Category, CheckResult, Finding, HostInfo, Report, Severity
+from ascend_doctor.probes.npusmi import NpuChip, NpuSmiInfo
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 
@@ -187,7 +187,7 @@ def test_rules_file_passes_promtool_check_and_unit_tests() -> None:
 
 
 def test_sysroot_without_npu_smi_exports_checks_but_no_npu_series(sysroot) -> None:
-    from doctor.cli import open_host
+    from ascend_doctor.cli import open_host
     sysroot.write("/etc/os-release", 'PRETTY_NAME="Debian GNU/Linux 12"\n')
     snap = run_once(lambda: open_host(str(sysroot), None),
                     build_options({"service_url": "http://127.0.0.1:9"}), FAULT_SAMPLING_CHECKS,

@@ -7,9 +7,9 @@ from collections import Counter
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from doctor.cli import build_options
-from doctor.cli_exporter import FAULT_SAMPLING_CHECKS, NPU_CAPTURE_CHECK, run_once
-from doctor.exporter import exposition
+from ascend_doctor.cli import build_options
+from ascend_doctor.cli_exporter import FAULT_SAMPLING_CHECKS, NPU_CAPTURE_CHECK, run_once
+from ascend_doctor.exporter import exposition
 from tests.fixtures.npusmi import A2, HEALTH_OK
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.cli_exporter import RULES_RESOURCE, rules_bytes
+from ascend_doctor.cli_exporter import RULES_RESOURCE, rules_bytes
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ else:  # pragma: no cover
 
 
 def test_package_copy_equals_deploy():
-    installed = files("doctor").joinpath(RULES_RESOURCE).read_bytes()
+    installed = files("ascend_doctor").joinpath(RULES_RESOURCE).read_bytes()
     assert installed == DEPLOY.read_bytes(), (
         f"doctor/{RULES_RESOURCE} differs from {DEPLOY.relative_to(REPO)}: copy one onto the other")
     assert rules_bytes() == installed

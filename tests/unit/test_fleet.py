@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.bundle import BundleData
-from doctor.demo import demo_bundle_bytes
-from doctor.fleet import FleetAccumulator, NodeSummary, diff_nodes, fleet_registry, load_node
+from ascend_doctor.bundle import BundleData
+from ascend_doctor.demo import demo_bundle_bytes
+from ascend_doctor.fleet import FleetAccumulator, NodeSummary, diff_nodes, fleet_registry, load_node
 from tests.conftest import run_cli
 
 ENVIRON = "4711/environ"

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from doctor.errors import SourceError, SourceMissing
-from doctor.host import LiveHost, http_get
+from ascend_doctor.errors import SourceError, SourceMissing
+from ascend_doctor.host import LiveHost, http_get
 
 
 def test_absolute_symlinks_resolve_inside_the_root(sysroot):

@@ -99,7 +99,7 @@ def test_podmonitor_selects_the_exporter_port():
 
 
 def test_container_args_are_real_cli_options():
-    from doctor.cli import main
+    from ascend_doctor.cli import main
 
     ds, cj = _one("daemonset.yaml"), _one("collect-cronjob.yaml")
     (c,) = _pod(ds)["spec"]["containers"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from knowledge import Entry, KnowledgeBase, condition_holds, load, parse_file
+from ascend_doctor.knowledge import Entry, KnowledgeBase, condition_holds, load, parse_file
 
 SEED_TRACEBACK = """\
 INFO 01-12 10:00:01 [__init__.py:39] Available plugins for group vllm.platform_plugins:
@@ -109,9 +109,9 @@ sources = ["doc:x"]
 
 
 def test_demo_findings_carry_bilingual_entries():
-    from doctor.cli import demo_host
-    from doctor.engine import RunConfig, run
-    from doctor.options import RunOptions
+    from ascend_doctor.cli import demo_host
+    from ascend_doctor.engine import RunConfig, run
+    from ascend_doctor.options import RunOptions
 
     kb = load()
     report = run(demo_host(), RunOptions(), config=RunConfig(context="demo"))

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from knowledge import load
-from knowledge.gate import Anchor, Gate, anchor
+from ascend_doctor.knowledge import load
+from ascend_doctor.knowledge.gate import Anchor, Gate, anchor
 
 SIGNATURES = sorted({p for e in load().entries.values() for p in e.signatures})
 # ASCII plus CJK: some signatures match Chinese log text (e.g. 重复块 ID)

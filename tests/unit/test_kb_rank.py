@@ -4,8 +4,7 @@ ones, wrapped pastes and partial first lines still find their family, CANN's
 
 from __future__ import annotations
 
-import knowledge
-
+from ascend_doctor import knowledge
 # as pasted in a vllm-ascend start-up failure: two generic lines, one decisive
 SQ_CQ_LOG = """\
 [ERROR] RUNTIME(1234,python):2025-03-01-10:00:00.000.000 [stream.cc:1007]1234 SetupStream:Alloc sq cq fail

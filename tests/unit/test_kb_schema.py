@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.registry import Registry
-from fixes import FixRegistry
-from knowledge import data_files, load
-from doctor.cli_kb import corpus_lines
-from knowledge.schema import cross_problems, validate_file
+from ascend_doctor.registry import Registry
+from ascend_doctor.fixes import FixRegistry
+from ascend_doctor.knowledge import data_files, load
+from ascend_doctor.cli_kb import corpus_lines
+from ascend_doctor.knowledge.schema import cross_problems, validate_file
 
 
 @pytest.fixture(scope="module")

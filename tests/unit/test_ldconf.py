@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from doctor.model import Status
-from doctor.probes.ldconf import LdSoConf, SearchDir, parse_ldconf_text, walk_ldconf
-from checks.ldconf import driver_first
+from ascend_doctor.model import Status
+from ascend_doctor.probes.ldconf import LdSoConf, SearchDir, parse_ldconf_text, walk_ldconf
+from ascend_doctor.checks.ldconf import driver_first
 from tests.fixtures.sysroots import TK, broken_ldconf
 
 
@@ -49,7 +49,7 @@ def test_rule_on_hand_built_facts():
 
 
 def test_end_to_end_on_healthy_and_broken_sysroots(sysroot, tmp_path):
-    from doctor.engine import RunConfig, run
+    from ascend_doctor.engine import RunConfig, run
     broken_ldconf(sysroot)
     r = run(sysroot.host(), config=RunConfig(only=("ldconf.order",)))
     assert r.results[0].status == Status.FAIL

@@ -8,16 +8,16 @@ import subprocess
 
 import pytest
 
-from checks.ldconf import cache_fresh, dirs_exist, parse_problems, perms, reached
-from checks.libacl import cann_version, maps, resolve
-from doctor.model import Status
-from doctor.probes.cachegaps import gather_cache_gaps
-from doctor.probes.ascendfiles import ActiveToolkit, AscendLibIndex, MappedLibs, parse_maps
-from doctor.probes.ldconf import gather_ldconf_state, walk_ldconf
-from doctor.probes.libresolve import (Resolver, SearchContext, expand_dst, resolve_targets,
+from ascend_doctor.checks.ldconf import cache_fresh, dirs_exist, parse_problems, perms, reached
+from ascend_doctor.checks.libacl import cann_version, maps, resolve
+from ascend_doctor.model import Status
+from ascend_doctor.probes.cachegaps import gather_cache_gaps
+from ascend_doctor.probes.ascendfiles import ActiveToolkit, AscendLibIndex, MappedLibs, parse_maps
+from ascend_doctor.probes.ldconf import gather_ldconf_state, walk_ldconf
+from ascend_doctor.probes.libresolve import (Resolver, SearchContext, expand_dst, resolve_targets,
                                       usable_cache)
-from doctor.probes.packages import Package, Packages
-from doctor.probes.procs import ServiceEnv
+from ascend_doctor.probes.packages import Package, Packages
+from ascend_doctor.probes.procs import ServiceEnv
 from tests.fixtures.sysroots import sys_libs
 from tests.libfixtures import gcc
 
@@ -99,7 +99,7 @@ def test_origin_llp_cache_and_wrong_class(sysroot):
 
 
 def test_wrong_machine_candidate_is_skipped(sysroot):
-    from doctor.demo.elfgen import shared_object
+    from ascend_doctor.demo.elfgen import shared_object
     sys_libs(sysroot)
     sysroot.write("/opt/arm/libdep.so", shared_object((), "libdep.so", machine="aarch64"))
     sysroot.write("/opt/x86/libdep.so", shared_object((), "libdep.so"))
@@ -111,7 +111,7 @@ def test_wrong_machine_candidate_is_skipped(sysroot):
 
 def test_main_programs_rpath_applies_to_libraries_without_runpath(sysroot):
     """A conda python carries RPATH $ORIGIN/../lib: libraries it dlopens search there."""
-    from doctor.demo.elfgen import shared_object
+    from ascend_doctor.demo.elfgen import shared_object
     sysroot.write("/conda/bin/python3.11", shared_object((), None, rpath="$ORIGIN/../lib"))
     sysroot.write("/conda/lib/libstdx.so", shared_object((), "libstdx.so"))
     sysroot.write("/site/libext.so", shared_object(("libstdx.so",), "libext.so"))
@@ -213,7 +213,7 @@ def test_ldconf_rules_broken_and_healthy(sysroot):
     (d,) = dirs_exist(state)
     assert d.status == Status.WARN and "/opt/gone" in d.message and "/etc/ld.so.conf:2" in d.message
     cache, _ = usable_cache(host)
-    from doctor.probes.ldcache import LdCache
+    from ascend_doctor.probes.ldcache import LdCache
     cache = LdCache(cache.format, cache.entries, cache.generator, cache.source, 1000.0)
     cf = list(cache_fresh(conf, cache, gather_cache_gaps(host, cache, state)))
     assert any("older than" in f.message for f in cf)
@@ -236,7 +236,7 @@ def test_ldconf_rules_broken_and_healthy(sysroot):
 
 
 def _empty_cache() -> bytes:
-    from doctor.probes.ldcache import build_ldcache
+    from ascend_doctor.probes.ldcache import build_ldcache
     return build_ldcache([])
 
 
@@ -249,9 +249,9 @@ def test_loop_and_non_utf8_are_findings(sysroot):
 
 
 def test_engine_truncated_cache_and_corrupt_elf_are_named_errors(sysroot, tmp_path):
-    from doctor.engine import RunConfig, run
-    from doctor.options import RunOptions
-    from doctor.probes.ldcache import build_ldcache
+    from ascend_doctor.engine import RunConfig, run
+    from ascend_doctor.options import RunOptions
+    from ascend_doctor.probes.ldcache import build_ldcache
     sys_libs(sysroot)
     sysroot.write("/etc/ld.so.conf", "/usr/lib/x86_64-linux-gnu\n")
     sysroot.write("/etc/ld.so.cache", build_ldcache([("libc.so.6", "/lib/libc.so.6", 0x303)])[:40])
@@ -273,7 +273,7 @@ def test_engine_truncated_cache_and_corrupt_elf_are_named_errors(sysroot, tmp_pa
 
 
 def test_libacl_resolve_points_at_the_conf_when_it_is_the_cause(sysroot):
-    from doctor.probes.ldconf import LdConfState, LdSoConf, SearchDir, UnreachedConf
+    from ascend_doctor.probes.ldconf import LdConfState, LdSoConf, SearchDir, UnreachedConf
     host, lr, env, index = _ascend_host(sysroot, llp_in_service=False)
     d = f"{TK}/8.0.0/lib64"
     configured = LdSoConf((SearchDir(d, "/etc/ld.so.conf.d/ascend.conf:1"),), ())

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-import knowledge
-from doctor.registry import Registry
+from ascend_doctor import knowledge
+from ascend_doctor.registry import Registry
 
 RECIPES = {"ldconf.ascend-conf", "service.env", "dns.hosts-pin", "sysctl.tcp-ports",
            "service.launch-flags", "versions.pip-match", "tlb.hugepages"}

@@ -4,13 +4,13 @@ gcc-built libraries and on the real torch_npu 2.14.0 / vllm_ascend 0.23.0 wheels
 
 from __future__ import annotations
 
-from checks.libacl import resolve
-from doctor.host import LiveHost
-from doctor.model import Status
-from doctor.probes.ascendfiles import AscendLibIndex
-from doctor.probes.libresolve import Resolver, SearchContext, resolve_targets
-from doctor.probes.packages import Package, Packages
-from doctor.probes.procs import ServiceEnv
+from ascend_doctor.checks.libacl import resolve
+from ascend_doctor.host import LiveHost
+from ascend_doctor.model import Status
+from ascend_doctor.probes.ascendfiles import AscendLibIndex
+from ascend_doctor.probes.libresolve import Resolver, SearchContext, resolve_targets
+from ascend_doctor.probes.packages import Package, Packages
+from ascend_doctor.probes.procs import ServiceEnv
 from tests.libfixtures import gcc, unpack_sos
 from tests.fixtures.sysroots import sys_libs
 

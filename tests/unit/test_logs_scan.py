@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import knowledge
-from checks.logs import match_file, match_stream
-from doctor.probes import logs as logs_probe
-from doctor.probes.logs import (MAX_LINE, LinePrefilter, LogScan, _HsEngine, _PyEngine,
+from ascend_doctor import knowledge
+from ascend_doctor.checks.logs import match_file, match_stream
+from ascend_doctor.probes import logs as logs_probe
+from ascend_doctor.probes.logs import (MAX_LINE, LinePrefilter, LogScan, _HsEngine, _PyEngine,
                                 iter_lines, parse_stats_line, scan_engine)
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "triage"

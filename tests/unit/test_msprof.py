@@ -6,12 +6,12 @@ import io
 
 import pytest
 
-from checks import msprof as rules
-from doctor.errors import ParseError, SourceError
-from doctor.host import LiveHost
-from doctor.model import Status
-from doctor.options import RunOptions
-from doctor.probes.msprof import (OP_COLUMNS, ProfileAcc, gather_profile, parse_op_rows,
+from ascend_doctor.checks import msprof as rules
+from ascend_doctor.errors import ParseError, SourceError
+from ascend_doctor.host import LiveHost
+from ascend_doctor.model import Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.msprof import (OP_COLUMNS, ProfileAcc, gather_profile, parse_op_rows,
                                   scan_timeline)
 
 from .profgen import (API_HEADER, OP_SUMMARY_HEADER, csv_text, op_summary_rows, timeline,

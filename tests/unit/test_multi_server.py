@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from checks import config
-from doctor.bundle import BundleHost, BundleWriter
-from doctor.model import HostInfo, Status
-from doctor.options import RunOptions
-from doctor.probes.procs import gather_service_processes
-from doctor.probes.service import gather_servers_http, gather_service_http
+from ascend_doctor.checks import config
+from ascend_doctor.bundle import BundleHost, BundleWriter
+from ascend_doctor.model import HostInfo, Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.procs import gather_service_processes
+from ascend_doctor.probes.service import gather_servers_http, gather_service_http
 from tests.unit.test_service_checks import procs, server
 
 

@@ -9,11 +9,11 @@ import io
 from hypothesis import given, strategies as st
 from scapy.all import wrpcap, wrpcapng
 
-from doctor.probes.dnsstats import analyse_capture
-from doctor.probes.dnswire import DnsFormatError, parse_dns, parse_dns_tcp
-from doctor.probes.msprof import (CsvFormatError, ProfileAcc, parse_api_statistic, parse_op_rows,
+from ascend_doctor.probes.dnsstats import analyse_capture
+from ascend_doctor.probes.dnswire import DnsFormatError, parse_dns, parse_dns_tcp
+from ascend_doctor.probes.msprof import (CsvFormatError, ProfileAcc, parse_api_statistic, parse_op_rows,
                                   scan_timeline)
-from doctor.probes.pcapread import CaptureError
+from ascend_doctor.probes.pcapread import CaptureError
 
 from .capgen import ndots_expansion, per_request
 from .profgen import API_HEADER, OP_SUMMARY_HEADER, csv_text, op_summary_rows, timeline

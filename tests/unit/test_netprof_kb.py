@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import knowledge
-from doctor.registry import Registry
+from ascend_doctor import knowledge
+from ascend_doctor.registry import Registry
 
 FIXES = {"dns.hosts-pin", "sysctl.tcp-ports", None}
 

@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-import doctor.probes.npusmi as npusmi
-from checks.npu import health, hbm, processes, smi_runs, temperature
-from doctor.probes.proctable import ProcessTable
-from doctor.engine import RunConfig, run
-from doctor.errors import ParseError
-from doctor.model import Status
-from doctor.probes.npusmi import kv_get, parse_npu_smi_info, parse_npu_smi_kv
+import ascend_doctor.probes.npusmi as npusmi
+from ascend_doctor.checks.npu import health, hbm, processes, smi_runs, temperature
+from ascend_doctor.probes.proctable import ProcessTable
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.errors import ParseError
+from ascend_doctor.model import Status
+from ascend_doctor.probes.npusmi import kv_get, parse_npu_smi_info, parse_npu_smi_kv
 from tests.fixtures.npusmi import (A2, A3, COMMON, DCMI_8005, HEALTH_CHIP, HEALTH_OK, P310B,
                                        P310P, with_temp_and_health)
 
@@ -155,8 +155,8 @@ def test_garbled_output_is_an_error(sysroot):
 
 
 def test_rules_on_310_and_a3_facts():
-    from doctor.host import CommandResult
-    from doctor.probes.npusmi import NpuSmi
+    from ascend_doctor.host import CommandResult
+    from ascend_doctor.probes.npusmi import NpuSmi
     for text in (P310B, A3):
         smi = NpuSmi(("npu-smi", "info"), CommandResult(("npu-smi",), 0, text.encode(), b"", 0.1),
                      parse_npu_smi_info(text))
@@ -184,9 +184,9 @@ def _a2_eight(used_mb: int, holders: dict[int, tuple[int, str]]) -> str:
 
 
 def _container_service(names: list[str]):
-    from doctor.host import ProcInfo
-    from doctor.probes.devices import ContainerInfo
-    from doctor.probes.procs import ServiceProcess, ServiceProcesses
+    from ascend_doctor.host import ProcInfo
+    from ascend_doctor.probes.devices import ContainerInfo
+    from ascend_doctor.probes.procs import ServiceProcess, ServiceProcesses
     api = ProcInfo(7, 1, "python3", ("python3", "-m", "vllm.entrypoints.openai.api_server"))
     kids = tuple(ProcInfo(100 + i, 7, n, (n,)) for i, n in enumerate(names))
     return (ServiceProcesses((ServiceProcess(api, kids),)),
@@ -195,8 +195,8 @@ def _container_service(names: list[str]):
 
 def test_container_service_at_point_nine_is_one_info_not_sixteen_warnings():
     """8 workers at --gpu-memory-utilization 0.9 in a container: npu-smi lists host pids."""
-    from doctor.host import CommandResult
-    from doctor.probes.npusmi import NpuSmi
+    from ascend_doctor.host import CommandResult
+    from ascend_doctor.probes.npusmi import NpuSmi
     workers = [f"VLLMWorker_TP{i}" for i in range(8)]
     text = _a2_eight(60000, {n: (3_000_100 + n, workers[n][:15]) for n in range(8)})
     smi = NpuSmi(("npu-smi", "info"), CommandResult(("npu-smi",), 0, text.encode(), b"", 0.1),
@@ -220,8 +220,8 @@ def test_container_service_at_point_nine_is_one_info_not_sixteen_warnings():
 
 def test_processes_is_a_rule_over_the_table_fact():
     """npu.processes reads no host: an unreadable table is a skip naming why, never a crash."""
-    from doctor.host import CommandResult
-    from doctor.probes.npusmi import NpuSmi
+    from ascend_doctor.host import CommandResult
+    from ascend_doctor.probes.npusmi import NpuSmi
     smi = NpuSmi(("npu-smi", "info"), CommandResult(("npu-smi",), 0, A2.encode(), b"", 0.1),
                  parse_npu_smi_info(A2))
     (f,) = processes(smi, ProcessTable(frozenset(), "/proc: permission denied"), None, None)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor import problems, ranking
-from doctor.model import Category, CheckResult, Finding, HostInfo, Report, Severity, Status
+from ascend_doctor import problems, ranking
+from ascend_doctor.model import Category, CheckResult, Finding, HostInfo, Report, Severity, Status
 
 
 @dataclass
@@ -110,7 +110,7 @@ def test_problems_are_ordered_by_severity_then_by_how_much_they_explain():
 
 
 def test_the_tui_worst_is_the_head_of_the_worst_problem():
-    from doctor.tui.state import RunState
+    from ascend_doctor.tui.state import RunState
 
     kb = KB(ASC_LIB_002="high", ASC_NPU_002="critical")
     st = RunState()

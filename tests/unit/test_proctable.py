@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from doctor.host import ProcInfo
-from doctor.probes.dns import load_client_kind
-from doctor.probes.procs import find_servers, is_worker
-from doctor.proctable import minimal_argv, minimise
+from ascend_doctor.host import ProcInfo
+from ascend_doctor.probes.dns import load_client_kind
+from ascend_doctor.probes.procs import find_servers, is_worker
+from ascend_doctor.proctable import minimal_argv, minimise
 
 SERVER = ("/opt/venv/bin/python3", "/opt/venv/bin/vllm", "serve", "/models/Qwen2.5-7B",
           "--port", "8001", "--api-key", "sk-service-own-key-000000000000")
@@ -85,8 +85,8 @@ def test_invalid_utf8_in_a_cmdline_becomes_valid_text_and_never_crashes():
 def test_a_pinned_pid_keeps_its_whole_argv_from_proc_cmdline(sysroot):
     """`--pid` names the service even when its launcher looks like no vLLM server: its
     argv is read from /proc/PID/cmdline, not from the minimised table."""
-    from doctor.options import RunOptions
-    from doctor.probes.procs import gather_service_processes
+    from ascend_doctor.options import RunOptions
+    from ascend_doctor.probes.procs import gather_service_processes
 
     sysroot.write("proc/77/cmdline", b"/usr/bin/python3\0/srv/launch.py\0--port\x008001\0")
     sysroot.write("proc/77/stat", "77 (python3) S 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n")
@@ -101,7 +101,7 @@ def test_a_pinned_pid_keeps_its_whole_argv_from_proc_cmdline(sysroot):
 def test_a_cmdline_image_with_invalid_utf8_is_redacted_byte_exact():
     """A server's /proc/PID/cmdline as recorded into a bundle: the secret after --api-key
     (itself holding an invalid byte) goes, every other byte stays as it was."""
-    from doctor.bundle.record import redact_cmdline_blob
+    from ascend_doctor.bundle.record import redact_cmdline_blob
 
     raw = (b"/usr/bin/python3\0-m\0vllm.entrypoints.openai.api_server\0--api-key\0"
            b"sk-PLANTED\xff0001\0--served-model-name\0q\xffwen\0HF_TOKEN=hf_PLANTED\xfe0002xx\0")

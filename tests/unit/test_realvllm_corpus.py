@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor.model import Status
-from doctor.probes.packages import Package, Packages
-from doctor.probes.service import Endpoint, ServiceHttp
-from checks import service
+from ascend_doctor.model import Status
+from ascend_doctor.probes.packages import Package, Packages
+from ascend_doctor.probes.service import Endpoint, ServiceHttp
+from ascend_doctor.checks import service
 from tests.conftest import run_cli
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "realvllm"
@@ -71,8 +71,8 @@ def test_real_engine_audit_with_preemptions_has_no_false_duplicate():
     was allocated blocks 2 and 32 and a new request hit them in the same step."""
     import gzip
 
-    from checks.block_tables import replay
-    from doctor.probes.block_audit import iter_records
+    from ascend_doctor.checks.block_tables import replay
+    from ascend_doctor.probes.block_audit import iter_records
 
     with gzip.open(AUDIT, "rb") as fh:
         r = replay(iter_records(fh))
@@ -83,8 +83,8 @@ def test_real_engine_audit_with_preemptions_has_no_false_duplicate():
 
 
 def _same_step(b_tokens: int, a_held_before: bool = False):
-    from checks.block_tables import replay
-    from doctor.probes.block_audit import parse_text
+    from ascend_doctor.checks.block_tables import replay
+    from ascend_doctor.probes.block_audit import parse_text
 
     hdr = {"t": "hdr", "v": 1, "engine": "v1", "num_gpu_blocks": 48, "block_size": 32,
            "prefix_caching": True, "groups": ["FullAttentionSpec"], "split": 1,
@@ -123,8 +123,8 @@ def test_plugin_sees_vllm_032_deferred_frees(tmp_path):
     ``block_pool.free_blocks``), not ``free``: the recorder must count it as freed."""
     from types import SimpleNamespace
 
-    from doctor.vllm_plugin import AuditState, install_v1
-    from doctor.vllm_plugin.sim import MiniScheduler
+    from ascend_doctor.vllm_plugin import AuditState, install_v1
+    from ascend_doctor.vllm_plugin.sim import MiniScheduler
 
     sched = MiniScheduler()
     popped: list[str] = []

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from doctor.redact import (MAX_TEXT, REDACTED, Redactor, neutralise, redact_argv, redact_bytes,
+from ascend_doctor.redact import (MAX_TEXT, REDACTED, Redactor, neutralise, redact_argv, redact_bytes,
                            redact_text, xml_safe)
 
 ADVERSARIAL = ["a." * 50000, "=" * 100000, "QUFB" * 25000, "https://x.example/" + "a/" * 49990,

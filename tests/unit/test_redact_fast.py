@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.redact import (MAX_TEXT, Redactor, _redact_dirty_lines, _redact_text_plain,
+from ascend_doctor.redact import (MAX_TEXT, Redactor, _redact_dirty_lines, _redact_text_plain,
                            redact_bytes, redact_text)
 
 FRAGMENTS = [

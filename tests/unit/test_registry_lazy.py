@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from doctor.facts import requirements
-from doctor.registry import Registry
+from ascend_doctor.facts import requirements
+from ascend_doctor.registry import Registry
 
 FULL = Registry.discover(plugins=False)
 
@@ -51,20 +51,20 @@ def test_unknown_word_falls_back_to_the_full_registry_and_its_error():
 
 
 def test_only_ldconf_does_not_import_the_other_checks():
-    code = ("import sys; from doctor.registry import Registry; "
+    code = ("import sys; from ascend_doctor.registry import Registry; "
             "Registry.discover(plugins=False, only=['ldconf']); "
-            "print(sorted(m for m in sys.modules if m.startswith(('checks.', 'doctor.probes.'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('ascend_doctor.checks.', 'ascend_doctor.probes.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert "checks.ldconf" in out
-    for other in ("checks.msprof", "checks.dns", "checks.block_tables", "doctor.probes.msprof",
-                  "doctor.probes.dns"):
+    assert "ascend_doctor.checks.ldconf" in out
+    for other in ("ascend_doctor.checks.msprof", "ascend_doctor.checks.dns", "ascend_doctor.checks.block_tables", "ascend_doctor.probes.msprof",
+                  "ascend_doctor.probes.dns"):
         assert f"'{other}'" not in out, out
 
 
 def test_the_source_index_reads_every_check_and_provider():
     """The index (read with regular expressions) knows exactly the checks the imports give."""
-    from doctor.registry import _SourceIndex
+    from ascend_doctor.registry import _SourceIndex
 
     idx = _SourceIndex.build()
     assert idx is not None

@@ -1,7 +1,7 @@
 """The manifest's options are hostile input: only known fields of the right type replay."""
 
-from doctor.options import RunOptions
-from doctor.replay import replay_options
+from ascend_doctor.options import RunOptions
+from ascend_doctor.replay import replay_options
 
 
 def test_recorded_options_fill_what_the_user_did_not_give():

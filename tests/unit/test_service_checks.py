@@ -6,16 +6,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from doctor.host import LiveHost, ProcInfo
-from doctor.model import Status
-from doctor.options import RunOptions
-from doctor.probes.faults import FaultRates, HugePages, ProcRate, ServiceFaults, sample_faults
-from doctor.probes.leak import MemPoint, NpuMemoryTrend
-from doctor.probes.logs import LogFile, LogSources
-from doctor.probes.packages import Package, Packages
-from doctor.probes.procs import ServiceProcess, ServiceProcesses, parse_vllm_args
-from doctor.probes.service import Endpoint, MetricsSnapshot, Sample, ServiceHttp
-from checks import config, leak, logs, service, tlb
+from ascend_doctor.host import LiveHost, ProcInfo
+from ascend_doctor.model import Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.faults import FaultRates, HugePages, ProcRate, ServiceFaults, sample_faults
+from ascend_doctor.probes.leak import MemPoint, NpuMemoryTrend
+from ascend_doctor.probes.logs import LogFile, LogSources
+from ascend_doctor.probes.packages import Package, Packages
+from ascend_doctor.probes.procs import ServiceProcess, ServiceProcesses, parse_vllm_args
+from ascend_doctor.probes.service import Endpoint, MetricsSnapshot, Sample, ServiceHttp
+from ascend_doctor.checks import config, leak, logs, service, tlb
 
 LAB = {"model_name": "m", "engine": "0"}
 
@@ -156,9 +156,9 @@ def test_block_size_version_aware():
 def test_block_size_does_not_error_when_the_package_listing_times_out(sysroot):
     """config.block-size reads the packages only for version-aware advice: a listing that
     timed out leaves the verdict to the flags and says the version is unknown (issue 13.7)."""
-    from doctor.engine import RunConfig, run
-    from doctor.errors import SourceError, SourceMissing
-    from doctor.registry import ProviderSpec, Registry
+    from ascend_doctor.engine import RunConfig, run
+    from ascend_doctor.errors import SourceError, SourceMissing
+    from ascend_doctor.registry import ProviderSpec, Registry
 
     def slow_listing() -> Packages:
         raise SourceError("python3 -c importlib.metadata", "timed out after 10 s")
@@ -307,7 +307,7 @@ def test_options_default_sample_seconds():
 
 
 def test_perf_provider_counted_and_unsupported(sysroot):
-    from doctor.probes.faults import gather_perf_tlb
+    from ascend_doctor.probes.faults import gather_perf_tlb
     p = procs(server())
     sysroot.script("/usr/bin/perf", "echo '81234567,,dTLB-load-misses,1001234567,100.00,,' >&2\n"
                                     "echo '4123456789,,dTLB-loads,1001234567,100.00,,' >&2\n")
@@ -322,7 +322,7 @@ def test_perf_provider_counted_and_unsupported(sysroot):
 
 
 def test_env_knobs():
-    from doctor.probes.procs import ServiceEnv
+    from ascend_doctor.probes.procs import ServiceEnv
     bad = ServiceEnv({"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True",
                       "PYTORCH_ALLOC_CONF": "expandable_segments:True", "NCCL_DEBUG": "INFO",
                       "HF_TOKEN": "hf_xyz_secret"}, "/proc/4711/environ", 4711)
@@ -337,7 +337,7 @@ def test_env_knobs():
 
 
 def test_vllm_cli_main_module_is_a_server():
-    from doctor.probes.procs import is_vllm_server
+    from ascend_doctor.probes.procs import is_vllm_server
     argv = ("python3", "-m", "vllm.entrypoints.cli.main", "serve", "Qwen/Qwen3-8B", "--port", "9000")
     assert is_vllm_server(argv)
     flags, pos = parse_vllm_args(argv)

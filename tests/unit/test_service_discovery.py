@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-from doctor.bundle import BundleHost, BundleWriter
-from doctor.host import Connection
-from doctor.model import HostInfo, Status
-from doctor.options import RunOptions
-from doctor.probes.procs import gather_service_processes
-from checks import config
+from ascend_doctor.bundle import BundleHost, BundleWriter
+from ascend_doctor.host import Connection
+from ascend_doctor.model import HostInfo, Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.procs import gather_service_processes
+from ascend_doctor.checks import config
 
 
 def host_with_two_servers() -> BundleHost:
@@ -66,7 +66,7 @@ import pytest  # noqa: E402
 
 
 def test_token_counts_are_not_secrets():
-    from doctor.redact import redact_argv, redact_text
+    from ascend_doctor.redact import redact_argv, redact_text
     assert redact_argv(["--max-num-batched-tokens", "32768"])[1] == "32768"
     assert "32768" in redact_text("--max-num-batched-tokens 32768")
     assert redact_argv(["--hf-token", "hf_x"])[1] == "<redacted>"
@@ -76,7 +76,7 @@ def test_token_counts_are_not_secrets():
 
 def test_api_url_is_the_servers_own_port_not_its_lowest_listener():
     """The engine's ZMQ / gloo sockets listen on lower ports than the API (issue 13.5)."""
-    from doctor.probes.service import gather_service_http
+    from ascend_doctor.probes.service import gather_service_http
     w = BundleWriter(HostInfo("h"))
     w.process(100, 1, ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
                        "--port", "9001"])
@@ -98,8 +98,8 @@ def test_api_url_is_the_servers_own_port_not_its_lowest_listener():
 
 
 def test_api_url_defaults_and_bound_host():
-    from doctor.host import ProcInfo
-    from doctor.probes.procs import ServiceProcess, parse_vllm_args
+    from ascend_doctor.host import ProcInfo
+    from ascend_doctor.probes.procs import ServiceProcess, parse_vllm_args
 
     def sp(*argv):
         return ServiceProcess(ProcInfo(1, 0, "vllm", argv), args=parse_vllm_args(argv)[0])
@@ -112,8 +112,8 @@ def test_api_url_defaults_and_bound_host():
 
 def test_packages_come_from_the_servers_venv_not_python3_on_path():
     """/proc/PID/exe of a venv python is the base interpreter; argv[0] names the venv (13.3)."""
-    from doctor.probes.packages import gather_packages
-    from doctor.probes.torchimport import pick_interpreter
+    from ascend_doctor.probes.packages import gather_packages
+    from ascend_doctor.probes.torchimport import pick_interpreter
     w = BundleWriter(HostInfo("h"))
     w.process(100, 1, ["/opt/venv/bin/python3", "/opt/venv/bin/vllm", "serve", "m"],
               exe="/usr/bin/python3.11")
@@ -156,7 +156,7 @@ def test_root_only_config_file_named_by_the_service_is_not_read():
 
 def test_stdout_pointing_at_a_file_the_service_cannot_read_is_refused():
     """/proc/PID/fd/1 of a uid-1001 server resolving to a root-only file (issue 20.1)."""
-    from doctor.probes.logs import gather_log_sources
+    from ascend_doctor.probes.logs import gather_log_sources
     w = BundleWriter(HostInfo("h"))
     w.process(7, 1, ["vllm", "serve", "m"], user="vllm", uid=1001)
     w.symlink("/proc/7/fd/1", "/var/log/root-only.log")

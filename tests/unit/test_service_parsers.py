@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from doctor.errors import ParseError
-from doctor.probes.faults import (parse_meminfo, parse_perf_csv, parse_proc_stat, parse_thp_mode,
+from ascend_doctor.errors import ParseError
+from ascend_doctor.probes.faults import (parse_meminfo, parse_perf_csv, parse_proc_stat, parse_thp_mode,
                                   rates_between)
-from doctor.probes.leak import parse_npusmi_hbm
-from doctor.probes.logs import parse_stats_line
-from doctor.probes.procs import is_worker, parse_simple_yaml, parse_vllm_args
-from doctor.probes.service import bucket_delta, histogram_quantile, parse_metrics
-from doctor.host import ProcInfo
+from ascend_doctor.probes.leak import parse_npusmi_hbm
+from ascend_doctor.probes.logs import parse_stats_line
+from ascend_doctor.probes.procs import is_worker, parse_simple_yaml, parse_vllm_args
+from ascend_doctor.probes.service import bucket_delta, histogram_quantile, parse_metrics
+from ascend_doctor.host import ProcInfo
 from tests.fixtures.npusmi import A2
 
 

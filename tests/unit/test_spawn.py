@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-import doctor.probes.torchimport as ti
-import doctor.spawn as spawn
-from checks.torch_import import torch_npu_import
-from doctor.errors import SourceMissing
-from doctor.host import LiveHost, ProcInfo
-from doctor.model import Status
-from doctor.options import RunOptions
-from doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
+import ascend_doctor.probes.torchimport as ti
+import ascend_doctor.spawn as spawn
+from ascend_doctor.checks.torch_import import torch_npu_import
+from ascend_doctor.errors import SourceMissing
+from ascend_doctor.host import LiveHost, ProcInfo
+from ascend_doctor.model import Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
 
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"  # not under /root, so uid 65534 can execute it
@@ -190,7 +190,7 @@ def test_the_fallback_environment_is_cut_to_the_allowlist(tmp_path):
 @needs_root
 def test_collect_passes_the_drop_through_the_recording_host():
     """``collect`` wraps LiveHost in RecordingHost: the credentials still reach the spawn."""
-    from doctor.bundle import RecordingHost
+    from ascend_doctor.bundle import RecordingHost
     rec = RecordingHost(LiveHost("/", env={"PATH": "/usr/bin:/bin"}))
     with spawn.as_service(spawn.RunAs(NOBODY, NOBODY, "nobody")):
         r = rec.run(["id", "-u"])

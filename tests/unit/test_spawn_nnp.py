@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from doctor import spawn
-from doctor.host import LiveHost, run_capped
+from ascend_doctor import spawn
+from ascend_doctor.host import LiveHost, run_capped
 
 STATUS = ["/bin/grep", "^NoNewPrivs", "/proc/self/status"]
 
@@ -53,7 +53,7 @@ def test_popen_gets_no_preexec_fn(monkeypatch):
 
 
 def test_missing_and_non_executable_programs_keep_their_errors(tmp_path):
-    from doctor.errors import SourceError, SourceMissing
+    from ascend_doctor.errors import SourceError, SourceMissing
 
     with pytest.raises(SourceMissing, match="command not found"):
         run_capped(["no-such-program-x"], ["no-such-program-x"], 5.0, 1024, {"PATH": "/bin"})

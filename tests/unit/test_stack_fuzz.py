@@ -5,13 +5,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from doctor.errors import ParseError
-from doctor.probes.buildinfo import parse_build_info
-from doctor.probes.cann import (parse_driver_version_info, parse_firmware_version_info,
+from ascend_doctor.errors import ParseError
+from ascend_doctor.probes.buildinfo import parse_build_info
+from ascend_doctor.probes.cann import (parse_driver_version_info, parse_firmware_version_info,
                                 parse_nnal_version_info, parse_toolkit_install_info,
                                 parse_version_cfg)
-from doctor.probes.devices import parse_status_ids
-from doctor.probes.npusmi import parse_npu_smi_info, parse_npu_smi_kv
+from ascend_doctor.probes.devices import parse_status_ids
+from ascend_doctor.probes.npusmi import parse_npu_smi_info, parse_npu_smi_kv
 from tests.fixtures.npusmi import A2, A3, COMMON, HEALTH_OK, P310B, P310P
 from tests.fixtures.ascend import DRIVER, FIRMWARE, TOOLKIT_832, VERSION_CFG
 

@@ -8,13 +8,13 @@ import os
 
 import pytest
 
-import doctor.probes.torchimport as ti
-from checks.torch_import import torch_npu_import
-from doctor.engine import RunConfig, run
-from doctor.host import LiveHost, ProcInfo
-from doctor.model import Status
-from doctor.options import RunOptions
-from doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
+import ascend_doctor.probes.torchimport as ti
+from ascend_doctor.checks.torch_import import torch_npu_import
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.host import LiveHost, ProcInfo
+from ascend_doctor.model import Status
+from ascend_doctor.options import RunOptions
+from ascend_doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import knowledge
-from knowledge.gate import match_chunks, text_chunks
+from ascend_doctor import knowledge
+from ascend_doctor.knowledge.gate import match_chunks, text_chunks
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "triage"
 KB = knowledge.load()
@@ -44,7 +44,7 @@ def _wrapped_pastes() -> list[str]:
     """Lines that match alone, cut in two as a paste wraps them: the first half starts a
     record ("[E] ...") and holds no gate literal, so only its join with the continuation
     line after it can match: leaving out either half would change the result."""
-    from knowledge.gate import numbered_candidates
+    from ascend_doctor.knowledge.gate import numbered_candidates
 
     _, gate = KB._flat()
     out = []
@@ -110,8 +110,8 @@ def test_chunked_triage_equals_every_line(lines, chunk, last):
 
 def test_noise_lines_are_left_out():
     """The point: lines no signature can use never reach the matcher."""
-    from knowledge import _RECORD_START
-    from knowledge.gate import numbered_candidates
+    from ascend_doctor.knowledge import _RECORD_START
+    from ascend_doctor.knowledge.gate import numbered_candidates
 
     _, gate = KB._flat()
     noise = 'INFO:     10.0.0.7:51514 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from doctor.engine import RunConfig, run
-from doctor.model import Status
-from doctor.probes.packages import parse_metadata
+from ascend_doctor.engine import RunConfig, run
+from ascend_doctor.model import Status
+from ascend_doctor.probes.packages import parse_metadata
 
 SITE = "/usr/local/lib/python3.11/site-packages"
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-import knowledge
-from checks.versions import chip_family, chip_match, matrix, pins, platform_plugin
-from doctor.errors import ParseError
-from doctor.host import CommandResult
-from doctor.model import Status
-from doctor.probes.buildinfo import VllmAscendBuild, gather_build_info, parse_build_info
-from doctor.probes.cann import CannStack, Toolkit, parse_toolkit_install_info
-from doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
-from doctor.probes.packages import Package, Packages
+from ascend_doctor import knowledge
+from ascend_doctor.checks.versions import chip_family, chip_match, matrix, pins, platform_plugin
+from ascend_doctor.errors import ParseError
+from ascend_doctor.host import CommandResult
+from ascend_doctor.model import Status
+from ascend_doctor.probes.buildinfo import VllmAscendBuild, gather_build_info, parse_build_info
+from ascend_doctor.probes.cann import CannStack, Toolkit, parse_toolkit_install_info
+from ascend_doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
+from ascend_doctor.probes.packages import Package, Packages
 from tests.fixtures.npusmi import A2, A3, P310P
 
 SITE = "/usr/local/lib/python3.11/site-packages"
@@ -126,7 +126,7 @@ def test_build_info_read_through_host_at_package_location(sysroot):
 
 
 def test_nnal_version_file_and_mismatch(sysroot):
-    from doctor.probes.cann import gather_cann, parse_nnal_version_info
+    from ascend_doctor.probes.cann import gather_cann, parse_nnal_version_info
     assert parse_nnal_version_info("version=9.1.0\n") == "9.1.0"
     sysroot.write("/usr/local/Ascend/cann-9.1.0/x86_64-linux/ascend_toolkit_install.info",
                   "version=9.1.0\ninnerversion=V100R001C30SPC001B100\n")

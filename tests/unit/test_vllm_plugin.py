@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from doctor.vllm_plugin import AuditState, install_v1, patch_v0
-from doctor.vllm_plugin.sim import (CacheConfig, CachedRequestData, KVCacheConfig,
+from ascend_doctor.vllm_plugin import AuditState, install_v1, patch_v0
+from ascend_doctor.vllm_plugin.sim import (CacheConfig, CachedRequestData, KVCacheConfig,
                                     KVCacheGroupSpec, FullAttentionSpec, NewRequestData,
                                     SchedulerOutput)
 
@@ -191,8 +191,8 @@ def test_v0_records_seq_group_metadata_block_tables(tmp_path):
     assert hdr["engine"] == "v0" and hdr["num_gpu_blocks"] == 900
     assert rec == {"t": "s0", "n": 1, "g": [["r1", {"0": [1, 2], "1": [1, 3]}, None],
                                             ["r2", {"2": [2, 4]}, []]]}
-    from checks.block_tables import replay
-    from doctor.probes.block_audit import parse_text
+    from ascend_doctor.checks.block_tables import replay
+    from ascend_doctor.probes.block_audit import parse_text
     r = replay(parse_text((tmp_path / "v0.jsonl").read_bytes()))
     assert r.counts == {"other-position": 1}  # block 2: r1 index 1, r2 index 0
 
@@ -203,7 +203,7 @@ def test_entry_point_is_declared_in_the_installed_distribution():
     eps = [e for e in distribution("ascend-doctor").entry_points
            if e.group == "vllm.general_plugins"]
     assert [(e.name, e.value) for e in eps] == [("ascend_doctor_block_audit",
-                                                 "doctor.vllm_plugin:register")]
+                                                 "ascend_doctor.vllm_plugin:register")]
     (ep,) = [e for e in entry_points(group="vllm.general_plugins")
              if e.name == "ascend_doctor_block_audit"]
     assert callable(ep.load())
@@ -225,7 +225,7 @@ def test_inert_without_the_env_var(tmp_path):
         (ep,) = [e for e in entry_points(group="vllm.general_plugins")
                  if e.name == "ascend_doctor_block_audit"]
         ep.load()()          # what vllm.plugins.load_general_plugins does
-        import doctor.vllm_plugin as p
+        import ascend_doctor.vllm_plugin as p
         assert p.state() is None, "state created"
         assert len(sys.meta_path) == n, "import hook installed"
         assert not any(m.startswith("vllm") for m in sys.modules), "vllm imported"
@@ -241,7 +241,7 @@ def fake_vllm(root: Path) -> None:
         (root / d).mkdir(parents=True, exist_ok=True)
         (root / d / "__init__.py").write_text("")
     (root / "vllm/v1/core/sched/scheduler.py").write_text(
-        "from doctor.vllm_plugin.sim import MiniScheduler\n\n"
+        "from ascend_doctor.vllm_plugin.sim import MiniScheduler\n\n"
         "class Scheduler(MiniScheduler):\n    pass\n")
     (root / "vllm_ascend/core/scheduler.py").write_text(
         "from vllm.v1.core.sched.scheduler import Scheduler\n\n"
@@ -263,7 +263,7 @@ def test_patches_the_scheduler_when_vllm_imports_it(tmp_path):
         ep.load()()
         assert "vllm.v1.core.sched.scheduler" not in sys.modules  # nothing imported early
         from vllm_ascend.core.scheduler import AscendScheduler
-        from doctor.vllm_plugin.sim import workload, run
+        from ascend_doctor.vllm_plugin.sim import workload, run
         s = AscendScheduler(num_blocks=200, inject={25: "duplicate"})
         workload(s, 40)
         steps = run(s)
@@ -276,8 +276,8 @@ def test_patches_the_scheduler_when_vllm_imports_it(tmp_path):
     recs = lines(path)
     assert recs[0]["scheduler"] == "vllm_ascend.core.scheduler.AscendScheduler"
     assert sum(x["t"] == "s" for x in recs) == steps  # once per step, not twice
-    from checks.block_tables import replay
-    from doctor.probes.block_audit import parse_text
+    from ascend_doctor.checks.block_tables import replay
+    from ascend_doctor.probes.block_audit import parse_text
     assert replay(parse_text(path.read_bytes())).counts["fresh-block-held"] == 1
 
 

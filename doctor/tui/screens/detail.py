@@ -23,7 +23,7 @@ HEADINGS = {"en": {"cause": "Cause", "steps": "Steps", "advice": "Notes", "sourc
 
 def kb_markdown(finding: Finding, lang: str) -> str:
     """The KB entries of a finding as Markdown: title, cause, numbered steps."""
-    from knowledge import load
+    from ascend_doctor.knowledge import load
 
     kb = load()
     h = HEADINGS[lang]
