@@ -91,14 +91,19 @@ def gather_log_sources(host: Host, options: RunOptions, procs: ServiceProcesses 
     return LogSources(tuple(files), user)
 
 
-def iter_lines(fh: BinaryIO, size: int | None) -> Iterator[str]:
-    """Decoded lines of a stream; from the last TAIL_BYTES when the file is larger."""
+def _seek_tail(fh: BinaryIO, size: int | None) -> None:
+    """Position ``fh`` at the first whole line of its last TAIL_BYTES when it is larger."""
     if size is not None and size > TAIL_BYTES:
         try:
             fh.seek(size - TAIL_BYTES)
             fh.readline()  # drop the partial first line
         except OSError:
             pass
+
+
+def iter_lines(fh: BinaryIO, size: int | None) -> Iterator[str]:
+    """Decoded lines of a stream; from the last TAIL_BYTES when the file is larger."""
+    _seek_tail(fh, size)
     while True:
         raw = fh.readline(MAX_LINE)
         if not raw:
@@ -279,12 +284,7 @@ def _pieces(block: bytes) -> Iterator[bytes]:
 
 def _blocks(fh: BinaryIO, size: int | None) -> Iterator[bytes]:
     """The stream (its last TAIL_BYTES when larger) in blocks that each start a line."""
-    if size is not None and size > TAIL_BYTES:
-        try:
-            fh.seek(size - TAIL_BYTES)
-            fh.readline()  # drop the partial first line
-        except OSError:
-            pass
+    _seek_tail(fh, size)
     carry = b""
     while True:
         data = fh.read(BLOCK)
