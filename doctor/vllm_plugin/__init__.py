@@ -144,37 +144,31 @@ def install_v1(sched: Any, st: AuditState) -> Any:
     st.recorders.append(rec)
     hooked: list[Any] = [None]
 
+    def _recording_free(orig: Any) -> Any:
+        """``orig`` (a method taking the request first) that records the request's free."""
+        def wrapper(request: Any, *args: Any, **kwargs: Any) -> Any:
+            if st.enabled:
+                try:
+                    rec.on_free(request.request_id)
+                except Exception as exc:  # noqa: BLE001
+                    st.disable(f"cannot read the freed request's id ({exc})")
+            return orig(request, *args, **kwargs)
+        return wrapper
+
     def hook_free(manager: Any) -> None:
         """Wrap ``manager.free``: preempted and finished requests give their blocks back."""
         hooked[0] = manager
         orig_free = getattr(manager, "free", None)
         if not callable(orig_free):
             return
-
-        def free(request: Any, *args: Any, **kwargs: Any) -> Any:
-            if st.enabled:
-                try:
-                    rec.on_free(request.request_id)
-                except Exception as exc:  # noqa: BLE001
-                    st.disable(f"cannot read the freed request's id ({exc})")
-            return orig_free(request, *args, **kwargs)
-
-        manager.free = free
+        manager.free = _recording_free(orig_free)
         orig_pop = getattr(manager, "pop_blocks_for_free", None)
         if callable(orig_pop):
             # vLLM 0.32's deferred frees (a KV-consumer connector with async scheduling or
             # PP): the request gives its blocks up here and the pool gets them later through
             # block_pool.free_blocks, bypassing free(); unseen, a preempted request would look
             # live while its blocks are reused (a false duplicate)
-            def pop_blocks_for_free(request: Any, *args: Any, **kwargs: Any) -> Any:
-                if st.enabled:
-                    try:
-                        rec.on_free(request.request_id)
-                    except Exception as exc:  # noqa: BLE001
-                        st.disable(f"cannot read the freed request's id ({exc})")
-                return orig_pop(request, *args, **kwargs)
-
-            manager.pop_blocks_for_free = pop_blocks_for_free
+            manager.pop_blocks_for_free = _recording_free(orig_pop)
 
     def schedule(*args: Any, **kwargs: Any) -> Any:
         out = orig_schedule(*args, **kwargs)
