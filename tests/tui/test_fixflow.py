@@ -53,15 +53,27 @@ def test_a_missing_part_of_fixes_is_named(monkeypatch):
     assert not ok and "cannot import ascend_doctor.fixes.apply" in reason
 
 
+async def _open_plan(app, pilot, check_id: str) -> None:
+    """Select ``check_id`` and open its fix plan."""
+    app.goto_check(check_id)
+    await pilot.press("f")
+    await wait_for(pilot, lambda: isinstance(app.screen, FixPlanScreen), timeout=20)
+
+
+async def _apply_answering(app, pilot, answer: str) -> None:
+    """Ask to apply the open plan and answer the confirmation with ``answer`` (y / n)."""
+    await pilot.press("a")
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+    await pilot.press(answer)
+
+
 async def _plan_apply_verify_undo(app, pilot, write_root) -> None:
     """The whole flow on ldconf.order; ``write_root()`` is where the fix writes."""
     await wait_for(pilot, lambda: app.run_complete, timeout=20)
     assert app.state.rows["ldconf.order"].state == "fail"
     root = write_root()
     before = {p: _read(root, p) for p in (LD_CONF, ASCEND_CONF)}
-    app.goto_check("ldconf.order")
-    await pilot.press("f")
-    await wait_for(pilot, lambda: isinstance(app.screen, FixPlanScreen), timeout=20)
+    await _open_plan(app, pilot, "ldconf.order")
     plan = app.screen.plan
     assert plan.recipe_id == "ldconf.ascend-conf"
     assert {d.path for d in plan.diffs} >= {ASCEND_CONF}
@@ -69,9 +81,7 @@ async def _plan_apply_verify_undo(app, pilot, write_root) -> None:
     assert f"+{INCLUDE}\n" in diff and "mode 0600 -> mode 0644" in diff
     assert any(c[0] == "ldconfig" for c in plan.commands)
     assert "$ ldconfig" in plain(app)
-    await pilot.press("a")
-    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-    await pilot.press("y")
+    await _apply_answering(app, pilot, "y")
     await wait_for(pilot, lambda: isinstance(app.screen, FixResultScreen), timeout=30)
     res = app.screen
     assert not res.undone and res.applied.journal_id
@@ -123,12 +133,8 @@ async def test_fix_plan_cancel_changes_nothing(fix_state, demo_root):
                     live=False)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.run_complete, timeout=20)
-        app.goto_check("ldconf.order")
-        await pilot.press("f")
-        await wait_for(pilot, lambda: isinstance(app.screen, FixPlanScreen), timeout=20)
-        await pilot.press("a")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("n")
+        await _open_plan(app, pilot, "ldconf.order")
+        await _apply_answering(app, pilot, "n")
         await pilot.pause(0.2)
         assert app.journal == []
     assert {p: _read(str(demo_root), p) for p in (LD_CONF, ASCEND_CONF)} == snapshot
@@ -145,12 +151,8 @@ async def test_the_result_names_the_fail_the_fix_caused(fix_state, demo_root):
         await wait_for(pilot, lambda: app.run_complete, timeout=20)
         assert app.state.rows["ldconf.dirs"].state == "pass"
         assert app.state.rows["ldconf.perms"].state == "fail"
-        app.goto_check("ldconf.order")
-        await pilot.press("f")
-        await wait_for(pilot, lambda: isinstance(app.screen, FixPlanScreen), timeout=20)
-        await pilot.press("a")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
+        await _open_plan(app, pilot, "ldconf.order")
+        await _apply_answering(app, pilot, "y")
         await wait_for(pilot, lambda: isinstance(app.screen, FixResultScreen), timeout=30)
         assert "new fails caused by this fix: ldconf.dirs" in app.screen.verify_text
         assert app.state.rows["ldconf.dirs"].state == "fail"
