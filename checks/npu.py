@@ -13,7 +13,7 @@ from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.devices import ContainerInfo
 from ascend_doctor.probes.npusmi import NpuSmi, NpuSmiInfo, kv_get
 from ascend_doctor.probes.procs import ServiceProcesses
-from ascend_doctor.probes.proctable import ProcessTable
+from ascend_doctor.probes.livepids import ProcessTable
 from ascend_doctor.registry import check
 
 TEMP_WARN_C = 75

@@ -1,4 +1,4 @@
-"""The host's process table as a fact: the pids /proc lists, read once per run.
+"""The pids the host lists, as a fact read once per run (argv trimming: doctor/proctable.py).
 
 npu.processes compares npu-smi's pids with it; keeping the read here keeps that check a
 pure rule over facts (testable with a ProcessTable built by hand).

@@ -9,7 +9,7 @@ import pytest
 
 import ascend_doctor.probes.npusmi as npusmi
 from ascend_doctor.checks.npu import health, hbm, processes, smi_runs, temperature
-from ascend_doctor.probes.proctable import ProcessTable
+from ascend_doctor.probes.livepids import ProcessTable
 from ascend_doctor.engine import RunConfig, run
 from ascend_doctor.errors import ParseError
 from ascend_doctor.model import Status
