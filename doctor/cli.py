@@ -9,16 +9,14 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import click
 
 from . import __version__
+from .cli_common import _die, build_options, input_options
 from .errors import DoctorError, UsageError
-from .opening import demo_host, open_host  # noqa: F401  (the CLI extensions and tests use them)
-
-from .cli_common import (EXIT_FAIL, EXIT_NO_VERDICT, EXIT_OK, _die, _user_path,  # noqa: F401
-                         build_options, default_lang, input_options)
+from .opening import demo_host, open_host  # noqa: F401  (tests open hosts through the CLI)
 
 
 def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
