@@ -1,0 +1,100 @@
+"""Messages that a report can render in the reader's language.
+
+A check builds its English message with :func:`T`, which returns a ``str`` (so every
+consumer, JSON and the English report keep working unchanged) that also remembers the
+template and the arguments. A renderer calls :func:`tr` with the reader's language: the
+template is looked up in the message catalog and the arguments are formatted into the
+translation. Constant strings (check titles, labels, headers) are marked with :func:`N_`
+for extraction and translated with :func:`tr` too.
+
+The catalog follows the gettext conventions (extract → .po → compiled .mo); this module only
+defines the message type and the lookup, so that the core and the checks can mark strings
+before the catalog exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+LANGS = ("en", "zh")
+
+
+class Msg(str):
+    """An English message that keeps its template and arguments for translation."""
+
+    template: str
+    args: Mapping[str, Any]
+
+    def __new__(cls, template: str, /, **args: Any) -> "Msg":
+        text = template.format(**args) if args else template
+        self = super().__new__(cls, text)
+        self.template = template
+        self.args = args
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles and copies keep the template
+        return (_rebuild, (self.template, dict(self.args)))
+
+
+def _rebuild(template: str, args: dict[str, Any]) -> Msg:
+    return Msg(template, **args)
+
+
+def T(template: str, /, **args: Any) -> Msg:
+    """An English message from ``template`` (``str.format`` syntax) and its arguments."""
+    return Msg(template, **args)
+
+
+def N_(text: str) -> str:
+    """Mark a constant string for extraction; it is translated where it is rendered."""
+    return text
+
+
+Lookup = Callable[[str], "str | None"]
+_lookups: dict[str, Lookup] = {}
+
+
+def register_catalog(lang: str, lookup: Lookup) -> None:
+    """Install the function that maps an English msgid to its ``lang`` translation."""
+    _lookups[lang] = lookup
+
+
+def _lookup(lang: str) -> Lookup | None:
+    if lang not in _lookups and lang != "en":
+        _load_default_catalog(lang)
+    return _lookups.get(lang)
+
+
+def _load_default_catalog(lang: str) -> None:
+    """Load the compiled catalog shipped with the package, if there is one (filled in by
+    the catalog module; absent catalogs leave English in place)."""
+    try:
+        from . import catalog  # noqa: PLC0415 (loaded only when a translation is asked for)
+    except ImportError:
+        return
+    lookup = catalog.load(lang)
+    if lookup is not None:
+        _lookups[lang] = lookup
+
+
+def tr(text: str, lang: str | None) -> str:
+    """``text`` in ``lang``: a :class:`Msg` is translated by its template (its arguments
+    translated too), a plain string by itself; what the catalog lacks stays English."""
+    if not lang or lang == "en" or not text:
+        return text
+    lookup = _lookup(lang)
+    if lookup is None:
+        return text
+    if isinstance(text, Msg):
+        target = lookup(text.template)
+        if target is None:
+            return str.__str__(text)
+        if not text.args:
+            return target
+        args = {k: (tr(v, lang) if isinstance(v, Msg) else v) for k, v in text.args.items()}
+        try:
+            return target.format(**args)
+        except (KeyError, IndexError, ValueError):  # a broken translation never loses the message
+            return str.__str__(text)
+    target = lookup(text)
+    return text if target is None else target
