@@ -13,6 +13,7 @@ from typing import Any, Callable
 import click
 
 EXIT_OK, EXIT_FAIL, EXIT_NO_VERDICT = 0, 1, 2
+EXIT_NEW_FAILS = 5  # `fix`: applied and verified, but the change left new fails elsewhere
 
 
 def _die(message: str, code: int = EXIT_NO_VERDICT) -> None:

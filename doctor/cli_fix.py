@@ -2,7 +2,8 @@
 
 Exit codes of `fix`: 0 plan shown / applied and verified / already applied / undone;
 1 applied but the verifying check still fails; 2 error (nothing or a journalled partial
-change); 3 refused: --apply without --yes and without a terminal; 4 refused: needs root.
+change); 3 refused: --apply without --yes and without a terminal; 4 refused: needs root;
+5 applied and verified, but re-checking what it affects found new fails (named in the output).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import click
 
-from .cli_common import EXIT_NO_VERDICT, build_options, default_lang
+from .cli_common import EXIT_FAIL, EXIT_NEW_FAILS, EXIT_NO_VERDICT, build_options, default_lang
 from .errors import DoctorError, UsageError
 
 
@@ -97,7 +98,12 @@ Examples:
   sudo ascend-doctor fix ldconf.ascend-conf --apply  # asks, then applies and verifies
   ascend-doctor fix dns.hosts-pin --param hostname=api.example.com --param address=10.0.0.7
   ascend-doctor fix ldconf.ascend-conf --demo-root /tmp/overlay --apply --yes
-  ascend-doctor fix --undo                           # restore the latest fix""")
+  ascend-doctor fix --undo                           # restore the latest fix
+
+\b
+Exit codes: 0 done (or plan shown), 1 applied but its check still fails, 2 error,
+3 refused (no terminal, no --yes), 4 refused (needs root), 5 applied and verified
+but the change left new fails elsewhere (listed; often a problem the old state hid).""")
 @click.argument("recipe_id", required=False)
 @click.option("--root", type=click.Path(exists=True, file_okay=False),
               help="Plan and apply inside this sysroot (ldconfig -r ROOT, no live commands).")
@@ -255,7 +261,11 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
                     click.echo(f"    {m}")
             _echo_affected(v)
     if res.status == "applied" and v is not None and v.ok is False:
-        sys.exit(1)
+        sys.exit(EXIT_FAIL)
+    if res.status == "applied" and v is not None and v.regressions:
+        # the fix did its job but the host now fails elsewhere (often a problem the old state
+        # hid): a pipeline that runs `fix --yes` must not read that as "healthy"
+        sys.exit(EXIT_NEW_FAILS)
 
 
 def _echo_affected(v) -> None:

@@ -112,9 +112,11 @@ def test_fix_on_an_exported_demo_root(cli, env, tmp_path):
 
     r = cli("fix", "ldconf.ascend-conf", "--root", str(root), "--apply", "--yes", "--json",
             env=env)
-    assert r.returncode == 0, r.stderr
+    # verified, but the now-reachable ascend.conf names a missing directory (ldconf.dirs): 5
+    assert r.returncode == 5, r.stderr
     res = json.loads(r.stdout)["result"]
     assert res["status"] == "applied"
+    assert [x["check"] for x in res["verification"]["regressions"]] == ["ldconf.dirs"]
     assert res["verification"]["before"] == "fail" and res["verification"]["after"] == "pass"
     check = cli("check", "--root", str(root), "--only", "ldconf.order", "--json", env=env)
     assert check.returncode == 0 and json.loads(check.stdout)["summary"]["pass"] == 1
@@ -138,9 +140,12 @@ def test_fix_demo_overlay(cli, env, tmp_path):
     overlay = tmp_path / "overlay"
     r = cli("fix", "ldconf.ascend-conf", "--demo-root", str(overlay), "--apply", "--yes",
             "--json", env=env)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 5, r.stderr  # verified; the demo's missing directory now fails
     res = json.loads(r.stdout)["result"]
     assert res["verification"]["after"] == "pass"
+    # in an overlay ldconfig is skipped, so the cache is stale against the new conf as well
+    assert {x["check"] for x in res["verification"]["regressions"]} >= {"ldconf.dirs",
+                                                                         "ldconf.cache"}
     assert res["commands"][0]["skipped"].startswith("a bundle is not a machine")
     conf = overlay / "etc/ld.so.conf.d/ascend.conf"
     assert conf.read_text().splitlines()[1] == "/usr/local/Ascend/driver/lib64"

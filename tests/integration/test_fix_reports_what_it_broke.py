@@ -63,7 +63,8 @@ def test_new_failing_findings_in_a_failing_check_count_too():
 def test_the_cli_prints_the_new_fail(cli, demo_root, tmp_path):
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "LANG": "C.UTF-8"}
     r = cli("fix", "ldconf.ascend-conf", "--root", str(demo_root), "--apply", "--yes", env=env)
-    assert r.returncode == 0, r.stderr
+    # applied and verified (ldconf.order passes) but ldconf.dirs fails now: exit 5, not 0
+    assert r.returncode == 5, (r.returncode, r.stderr)
     assert "new fail caused by this fix: ldconf.dirs (pass -> fail)" in r.stdout
     assert MISSING in r.stdout
     assert "{root}" not in r.stdout and f"$ ldconfig -r {demo_root}" in r.stdout
