@@ -458,12 +458,12 @@ def parse_file(name: str, raw: bytes) -> list[Entry]:
 
 @functools.lru_cache(maxsize=1)
 def load() -> KnowledgeBase:
-    entries: list[Entry] = []
-    for name, raw in data_files():
-        if name in DATA_FILES_EXCLUDED:
-            continue
-        entries.extend(parse_file(name, raw))
-    return KnowledgeBase(entries)
+    from . import cache  # parsed entries cached by the files' hashes (knowledge/cache.py)
+
+    files = [(n, raw) for n, raw in data_files() if n not in DATA_FILES_EXCLUDED]
+    here = __file__.rsplit("/", 1)[0]
+    return KnowledgeBase(cache.load_entries(files, parse_file, Entry,
+                                            (__file__, f"{here}/cache.py", f"{here}/schema.py")))
 
 
 @functools.lru_cache(maxsize=1)
