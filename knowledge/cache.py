@@ -119,44 +119,34 @@ def _decode(doc: Any, entry_type: type, key: str) -> list[Any]:
     return out
 
 
-def read(key: str, entry_type: type) -> list[Any] | None:
-    """The cached entries for ``key``, or None (absent, unsafe, corrupt, other key)."""
+def read_private(name: str, limit: int = MAX_BYTES) -> bytes | None:
+    """The bytes of ``<cache dir>/name`` when it is a regular file of the effective uid that
+    nobody else can write (opened without following a link), else None."""
     d = cache_dir()
     if d is None:
         return None
     try:
-        fd = os.open(os.path.join(d, f"kb-{key}.json"), os.O_RDONLY | os.O_NOFOLLOW
+        fd = os.open(os.path.join(d, name), os.O_RDONLY | os.O_NOFOLLOW
                      | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
     try:
         st = os.fstat(fd)
         if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
-                or st.st_mode & 0o022 or st.st_size > MAX_BYTES):
+                or st.st_mode & 0o022 or st.st_size > limit):
             return None
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            raw = fh.read(MAX_BYTES + 1)
-        return _decode(json.loads(raw.decode("utf-8")), entry_type, key)
-    except (OSError, ValueError, TypeError, RecursionError, UnicodeDecodeError):
-        return None  # corrupt or foreign: as if absent
+            raw = fh.read(limit + 1)
+        return raw if len(raw) <= limit else None
+    except OSError:
+        return None
     finally:
         os.close(fd)
 
 
-def write(key: str, entries: list[Any]) -> bool:
-    """Store ``entries`` under ``key`` (atomically, 0600), dropping older kb caches. Never
-    raises: a cache that cannot be written only costs the next run the parse."""
-    doc = _encode(entries)
-    if doc is None:
-        return False
-    doc = {"format": FORMAT, "key": key, **doc}
-    try:
-        text = json.dumps(doc, ensure_ascii=False, allow_nan=False)
-        # only what rebuilds into the very same entries is worth keeping
-        if _decode(json.loads(text), type(entries[0]) if entries else object, key) != entries:
-            return False
-    except (TypeError, ValueError, RecursionError):
-        return False  # a value JSON cannot carry (a TOML date, say): no cache
+def write_private(name: str, data: bytes, stale: "re.Pattern[str] | None" = None) -> bool:
+    """Write ``<cache dir>/name`` atomically (0600), then drop the other files ``stale``
+    matches. Never raises: a cache that cannot be written only costs the next run time."""
     d = cache_dir(create=True)
     if d is None:
         return False
@@ -164,15 +154,15 @@ def write(key: str, entries: list[Any]) -> bool:
 
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".kb-", suffix=".tmp", dir=d)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=d)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-        os.replace(tmp, os.path.join(d, f"kb-{key}.json"))
+            fh.write(data)
+        os.replace(tmp, os.path.join(d, name))
         tmp = None
-        for name in os.listdir(d):
-            if _NAME_RX.fullmatch(name) and name != f"kb-{key}.json":
+        for other in os.listdir(d) if stale is not None else ():
+            if stale.fullmatch(other) and other != name:
                 try:
-                    os.unlink(os.path.join(d, name))
+                    os.unlink(os.path.join(d, other))
                 except OSError:
                     pass
         return True
@@ -184,6 +174,33 @@ def write(key: str, entries: list[Any]) -> bool:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def read(key: str, entry_type: type) -> list[Any] | None:
+    """The cached entries for ``key``, or None (absent, unsafe, corrupt, other key)."""
+    raw = read_private(f"kb-{key}.json")
+    if raw is None:
+        return None
+    try:
+        return _decode(json.loads(raw.decode("utf-8")), entry_type, key)
+    except (ValueError, TypeError, RecursionError, UnicodeDecodeError):
+        return None  # corrupt or foreign: as if absent
+
+
+def write(key: str, entries: list[Any]) -> bool:
+    """Store ``entries`` under ``key``, dropping older kb caches; False when not cached."""
+    doc = _encode(entries)
+    if doc is None:
+        return False
+    doc = {"format": FORMAT, "key": key, **doc}
+    try:
+        text = json.dumps(doc, ensure_ascii=False, allow_nan=False)
+        # only what rebuilds into the very same entries is worth keeping
+        if _decode(json.loads(text), type(entries[0]) if entries else object, key) != entries:
+            return False
+    except (TypeError, ValueError, RecursionError):
+        return False  # a value JSON cannot carry (a TOML date, say): no cache
+    return write_private(f"kb-{key}.json", text.encode("utf-8"), _NAME_RX)
 
 
 def load_entries(files: Sequence[tuple[str, bytes]], parse: Callable[[str, bytes], list[Any]],
