@@ -8,7 +8,7 @@ are built at import time), so this does the same for them: while ``Registry.disc
 imports, the ``dataclasses`` module's ``exec`` looks the text up in a table of code
 objects compiled from exactly that text on an earlier run (``compile(text, "<string>",
 "exec", dont_inherit=True)``, what ``exec(text)`` does there), and the table is saved in the
-user's own cache directory (knowledge/cache.py's rules: 0700, owned by the effective uid,
+user's own cache directory (doctor/usercache.py: 0700, owned by the effective uid,
 nobody else can write it; like a ``.pyc`` it is code, so a foreign or writable file is
 never loaded). Keyed by the interpreter (``sys.version`` and the bytecode magic number):
 another Python never reads it. A corrupt table is absent. ``ASCEND_DOCTOR_CACHE=0``
@@ -42,7 +42,7 @@ def _file_name() -> str:
 
 def _load(name: str) -> dict[str, types.CodeType]:
     """The saved table, or {} when absent, unsafe or not a table of code objects."""
-    from ascend_doctor.knowledge import cache
+    from . import usercache as cache
 
     raw = cache.read_private(name)
     if raw is None:
@@ -64,57 +64,79 @@ def _calls_exec(module: Any) -> bool:
                for v in vars(module).values())
 
 
+class _Session:
+    """The table of one outermost block: what was loaded, what this run used or compiled."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.table = _load(name)
+        self.used: dict[str, types.CodeType] = {}
+        self.fresh = 0
+        self.before: Any = None
+        self.had = False
+
+    def exec(self, src: Any, globals: Any = None, locals: Any = None) -> Any:
+        """``exec`` as dataclasses calls it, the text's code taken from the table."""
+        if isinstance(src, str):
+            code = self.table.get(src)
+            if code is None:
+                # what exec(src) compiles there: no __future__ flag inherited from here
+                code = compile(src, "<string>", "exec", dont_inherit=True)
+                self.fresh += 1
+            self.used[src] = code
+            src = code
+        return builtins.exec(src, globals, locals)
+
+    def save(self) -> None:
+        if not self.fresh:
+            return
+        keep = ({**self.table, **self.used}
+                if len(self.table) + len(self.used) <= MAX_ENTRIES else self.used)
+        try:
+            data = marshal.dumps(keep)
+        except ValueError:
+            return
+        from . import usercache
+
+        usercache.write_private(self.name, data, _STALE_RX)
+
+
+_session: _Session | None = None
+
+
 @contextlib.contextmanager
 def cached_dataclass_code() -> Iterator[None]:
-    """Within the block, dataclass methods come from (and go into) the saved table."""
-    global _depth
+    """Within the block, dataclass methods come from (and go into) the saved table. Blocks
+    may nest or overlap across threads: the first one in installs the hook, the last one
+    out removes it and saves what was new (the lock is never held across the block)."""
+    global _depth, _session
     import dataclasses
 
-    from ascend_doctor.knowledge import cache
+    from . import usercache
 
-    if not cache.enabled() or not _calls_exec(dataclasses):
+    if not usercache.enabled() or not _calls_exec(dataclasses):
         yield
         return
     with _lock:
-        if _depth:  # nested or concurrent discovery: the outer block does the work
-            _depth += 1
-            try:
-                yield
-            finally:
-                _depth -= 1
-            return
-        name = _file_name()
-        table = _load(name)
-        used: dict[str, types.CodeType] = {}
-        fresh = [0]
-
-        def cached_exec(src: Any, globals: Any = None, locals: Any = None) -> Any:
-            if isinstance(src, str):
-                code = table.get(src)
-                if code is None:
-                    code = compile(src, "<string>", "exec", dont_inherit=True)
-                    fresh[0] += 1
-                used[src] = code
-                src = code
-            return builtins.exec(src, globals, locals)
-
-        had = "exec" in vars(dataclasses)
-        before = vars(dataclasses).get("exec")
-        dataclasses.exec = cached_exec  # type: ignore[attr-defined]
-        _depth = 1
-        try:
-            yield
-        finally:
-            _depth = 0
-            if had:
-                dataclasses.exec = before  # type: ignore[attr-defined]
-            else:
-                del dataclasses.exec  # type: ignore[attr-defined]
-            if fresh[0]:
-                keep = {**table, **used} if len(table) + len(used) <= MAX_ENTRIES else used
-                try:
-                    data = marshal.dumps(keep)
-                except ValueError:
-                    data = b""
-                if data:
-                    cache.write_private(name, data, _STALE_RX)
+        if _depth == 0:
+            session = _Session(_file_name())
+            session.had = "exec" in vars(dataclasses)
+            session.before = vars(dataclasses).get("exec")
+            dataclasses.exec = session.exec  # type: ignore[attr-defined]
+            _session = session
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            last = _depth == 0
+            session = _session
+            if last and session is not None:
+                if session.had:
+                    dataclasses.exec = session.before  # type: ignore[attr-defined]
+                else:
+                    vars(dataclasses).pop("exec", None)
+                _session = None
+        if last and session is not None:
+            session.save()

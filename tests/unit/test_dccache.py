@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from ascend_doctor import dccache
-from ascend_doctor.knowledge import cache
+from ascend_doctor import usercache as cache
 
 
 @pytest.fixture
@@ -126,3 +126,30 @@ def test_a_discovery_through_the_cache_registers_the_same_checks(xdg):
     b = Registry.discover(plugins=False)
     assert sorted(a.checks) == sorted(b.checks) and len(a.checks) >= 50
     assert set(a.providers) == set(b.providers)
+
+
+def test_overlapping_blocks_in_threads_leave_no_hook_behind(xdg):
+    import threading
+
+    inside = threading.Barrier(2)
+    leave = threading.Event()
+    seen = []
+
+    def worker():
+        with dccache.cached_dataclass_code():
+            inside.wait(timeout=10)
+            seen.append("exec" in vars(dataclasses))
+            leave.wait(timeout=10)
+            _make()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    with dccache.cached_dataclass_code():  # the outer one of the CLI, a discover inside
+        with dccache.cached_dataclass_code():
+            inside.wait(timeout=10)
+            _make()
+    assert "exec" in vars(dataclasses)  # the worker's block is still open: hook kept
+    leave.set()
+    t.join(timeout=10)
+    assert seen == [True] and "exec" not in vars(dataclasses)
+    assert [p.name for p in xdg.iterdir() if p.name.startswith("dc-")]
