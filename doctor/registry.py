@@ -137,6 +137,8 @@ class Registry:
 
     def load_plugins(self) -> None:
         """Import third-party check modules; a broken plugin is recorded, never fatal."""
+        if all(ref.loaded for ref in self.plugins):
+            return  # nothing to load: no second scan of every installed distribution
         from importlib.metadata import entry_points
 
         eps = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
@@ -172,9 +174,54 @@ class Registry:
 
 
 def list_plugins() -> list[PluginRef]:
+    """Check plugins declared by installed distributions (entry point group
+    ``ascend_doctor.checks``), listed without importing them."""
+    if not _may_declare_plugins():
+        return []
     from importlib.metadata import entry_points
 
     return [PluginRef(ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+
+
+def _may_declare_plugins() -> bool:
+    """False only when no distribution importlib.metadata would find can declare a plugin:
+    every ``*.dist-info``/``*.egg-info`` directory on ``sys.path`` read for the group's
+    name in its ``entry_points.txt``. Importing importlib.metadata and parsing every
+    distribution costs ~40 ms of each run; this costs a few ``listdir``. Anything it cannot
+    read for sure (a zip or egg on the path, another distribution finder) says True, and
+    importlib.metadata gives the answer."""
+    import os
+    import sys
+    from importlib.machinery import PathFinder
+
+    if any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
+        return True
+    needle = ENTRY_POINT_GROUP.encode()
+    for entry in sys.path:
+        base = entry or "."
+        if not isinstance(base, str):
+            return True
+        try:
+            names = os.listdir(base)
+        except NotADirectoryError:
+            return True  # a zip: importlib.metadata reads inside it
+        except OSError:
+            continue  # absent: importlib.metadata skips it too
+        for name in names:
+            low = name.lower()
+            if low.endswith(".egg"):
+                return True
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(base, name, "entry_points.txt"), "rb") as fh:
+                    if needle in fh.read():
+                        return True
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # no entry points (an egg-info file holds none either)
+            except OSError:
+                return True  # unreadable: let importlib.metadata decide
+    return False
 
 
 # @check("id", title=..., category=Category.X, tags=(...)) right above its def;
