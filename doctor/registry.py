@@ -243,7 +243,8 @@ class _SourceIndex:
     def __init__(self) -> None:
         self.checks: list[tuple[str, tuple[str, ...], str, str]] = []  # id, tags, category, module
         self.providers: dict[str, set[str]] = {}  # fact type name -> modules providing it
-        self.names: dict[str, set[str]] = {}  # module -> every identifier it mentions
+        self.names: dict[str, set[str]] = {}  # module -> the provided fact names it mentions
+        self._sources: dict[str, str] = {}
 
     @classmethod
     def build(cls) -> "_SourceIndex | None":
@@ -263,12 +264,25 @@ class _SourceIndex:
                             return None
         except (OSError, UnicodeDecodeError, ValueError, KeyError):
             return None
+        idx._find_names()
         return idx
+
+    def _find_names(self) -> None:
+        """``names``: per module, the provided fact names it mentions as whole identifiers.
+        The same as every ``\w+`` of the source kept when some provider returns it, found
+        by a substring test per name, confirmed as a whole identifier, instead of listing
+        every identifier of 400 KB of source (most of the index's cost)."""
+        import re
+
+        whole = {n: re.compile(r"\b" + re.escape(n) + r"\b") for n in self.providers}
+        for mod, src in self._sources.items():
+            self.names[mod] = {n for n, rx in whole.items() if n in src and rx.search(src)}
+        self._sources = {}
 
     def _add(self, src: str, mod: str) -> bool:
         import re
 
-        self.names[mod] = set(re.findall(r"\w+", src))
+        self._sources[mod] = src  # its fact names are found once every provider is known
         checks = _CHECK_RX.findall(src)
         if len(checks) != src.count("@check("):
             return False  # a form the expression does not read: import everything
