@@ -269,7 +269,7 @@ class _SourceIndex:
 
     def _find_names(self) -> None:
         """``names``: per module, the provided fact names it mentions as whole identifiers.
-        The same as every ``\w+`` of the source kept when some provider returns it, found
+        The same as every ``\\w+`` of the source kept when some provider returns it, found
         by a substring test per name, confirmed as a whole identifier, instead of listing
         every identifier of 400 KB of source (most of the index's cost)."""
         import re
