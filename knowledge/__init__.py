@@ -471,5 +471,8 @@ def compat() -> dict[str, Any]:
     """The compatibility matrix (knowledge/compat.toml)."""
     for name, raw in data_files():
         if name == "compat.toml":
-            return tomllib.loads(raw.decode("utf-8"))
+            from . import cache  # parsed once per change of the file (knowledge/cache.py)
+
+            return cache.load_doc(name, raw, lambda r: tomllib.loads(r.decode("utf-8")),
+                                  (__file__, cache.__file__))
     return {}

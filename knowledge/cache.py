@@ -114,3 +114,32 @@ def load_entries(files: Sequence[tuple[str, bytes]], parse: Callable[[str, bytes
     entries = [e for name, raw in files for e in parse(name, raw)]
     write(key, entries)
     return entries
+
+
+def load_doc(name: str, raw: bytes, loads: Callable[[bytes], dict], code: Sequence[str]) -> dict:
+    """A parsed TOML document (``compat.toml``), from the cache when its bytes and the parser
+    are the same; cached only when JSON gives back exactly the same document."""
+    if not enabled():
+        return loads(raw)
+    key = key_for([(name, raw)], code)
+    stem = re.sub(r"[^a-z0-9_]", "_", name.removesuffix(".toml").lower())
+    file = f"toml-{stem}-{key}.json"
+    hit = read_private(file)
+    if hit is not None:
+        try:
+            doc = json.loads(hit.decode("utf-8"))
+            if isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("key") == key \
+                    and isinstance(doc.get("doc"), dict):
+                return doc["doc"]
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            pass  # corrupt: as if absent
+    parsed = loads(raw)
+    try:
+        text = json.dumps({"format": FORMAT, "key": key, "doc": parsed}, ensure_ascii=False,
+                          allow_nan=False)
+        if json.loads(text)["doc"] == parsed:
+            write_private(file, text.encode("utf-8"),
+                          re.compile(rf"toml-{re.escape(stem)}-[0-9a-f]{{32}}\.json"))
+    except (TypeError, ValueError, RecursionError):
+        pass  # a value JSON cannot carry (a TOML date): parsed each run
+    return parsed

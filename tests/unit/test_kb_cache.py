@@ -144,3 +144,23 @@ def test_a_parse_error_is_raised_and_nothing_cached(xdg):
     with pytest.raises(knowledge.KnowledgeError, match="bad.toml"):
         cache.load_entries(files, parse_file, Entry, CODE)
     assert not (xdg / "ascend-doctor").exists() or not list((xdg / "ascend-doctor").iterdir())
+
+
+def test_compat_matrix_cached_is_the_parsed_toml(xdg):
+    import tomllib
+
+    (raw,) = [r for n, r in data_files() if n == "compat.toml"]
+    want = tomllib.loads(raw.decode("utf-8"))
+    loads = lambda r: tomllib.loads(r.decode("utf-8"))  # noqa: E731
+    assert cache.load_doc("compat.toml", raw, loads, CODE) == want
+    (f,) = [p for p in (xdg / "ascend-doctor").iterdir() if p.name.startswith("toml-compat-")]
+    assert cache.load_doc("compat.toml", raw, _no_parse, CODE) == want  # a hit: not parsed
+    f.write_text('{"format": 1, "key": "x", "doc": {"torch_python": []}}')  # another key
+    assert cache.load_doc("compat.toml", raw, loads, CODE) == want
+    f.write_bytes(b"\xff")
+    assert cache.load_doc("compat.toml", raw, loads, CODE) == want
+    knowledge.compat.cache_clear()
+    try:
+        assert knowledge.compat() == want
+    finally:
+        knowledge.compat.cache_clear()
