@@ -4,6 +4,12 @@ runs for an issue report: ``python -m torch.utils.collect_env``.
 The peer runs in a venv with torch (bench/out/torch-venv, created on demand with
 ``pip install torch==2.13.0``; skipped with a note when that is impossible). Import time of
 ``doctor.cli`` is measured with ``-X importtime`` against ``import torch``.
+
+Ours runs as ``python -m ascend_doctor.cli`` with the bench's own interpreter (the console
+script's shebang may name another venv). Its user caches (the parsed KB, the facts'
+dataclass code: knowledge/cache.py, doctor/dccache.py) live in a temporary
+``XDG_CACHE_HOME`` filled by the warm-up run, as on a user's second run; one row shows the
+same run with them off (``ASCEND_DOCTOR_CACHE=0``).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, doctor_exe, measure, row  # noqa: E402
+from common import OUT, measure, row  # noqa: E402
 
 TORCH_VENV = OUT / "torch-venv"
 TORCH_PIN = "torch==2.13.0"
@@ -68,28 +74,34 @@ def run(quick: bool = False) -> list[dict]:
     from common import measure_pair, pyc_envs
 
     n = 3 if quick else 7
-    exe = doctor_exe()
+    exe = [sys.executable, "-m", "ascend_doctor.cli"]
     repo = str(Path(__file__).resolve().parents[1])
-    base = {**os.environ, "CI": "true", "NO_COLOR": "1",
-            "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    envs = pyc_envs(base)
     peer_py, peer_note = torch_python()
     rows = []
     with tempfile.TemporaryDirectory() as d:
+        os.mkdir(os.path.join(d, "cache"), 0o700)
+        base = {**os.environ, "CI": "true", "NO_COLOR": "1", "XDG_CACHE_HOME":
+                os.path.join(d, "cache"),
+                "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        base.pop("ASCEND_DOCTOR_CACHE", None)
+        envs = pyc_envs(base)
+        envs["nocache"] = {**envs["warm"], "ASCEND_DOCTOR_CACHE": "0"}
         bundle = os.path.join(d, "demo.tar.gz")
-        subprocess.run([exe, "demo", "--export", bundle], check=True, capture_output=True,
+        subprocess.run([*exe, "demo", "--export", bundle], check=True, capture_output=True,
                        env=envs["cold"])
-        cases = [("demo --json (8x910B scenario, all checks)", [exe, "demo", "--json"], (0,)),
-                 ("check --bundle <exported demo> --json", [exe, "check", "--bundle", bundle,
-                                                          "--json"], (0, 1)),
+        cases = [("demo --json (8x910B scenario, all checks)", [*exe, "demo", "--json"], (0,)),
+                 ("check --bundle <exported demo> --json", [*exe, "check", "--bundle", bundle,
+                                                           "--json"], (0, 1)),
                  ("check --bundle <demo> --only ldconf --json",
-                  [exe, "check", "--bundle", bundle, "--only", "ldconf", "--json"], (0, 1))]
-        for mode in ("warm", "cold"):
+                  [*exe, "check", "--bundle", bundle, "--only", "ldconf", "--json"], (0, 1))]
+        labels = {"warm": ".pyc warm", "cold": "no .pyc (compiled each run)",
+                  "nocache": ".pyc warm, user caches off (ASCEND_DOCTOR_CACHE=0)"}
+        for mode in ("warm", "nocache", "cold"):
             env = envs[mode]
-            if mode == "warm":  # fill the .pyc cache once
+            if mode == "warm":  # fill the .pyc cache (and the user caches) once
                 subprocess.run(cases[0][1], env={**env}, capture_output=True)
-            for name, argv, ok in cases:
-                label = f"{name}, {'.pyc warm' if mode == 'warm' else 'no .pyc (compiled each run)'}"
+            for name, argv, ok in (cases if mode != "nocache" else cases[:1]):
+                label = f"{name}, {labels[mode]}"
                 if not peer_py:
                     from common import measure
                     ours = measure(argv, n, env=env, ok_codes=ok)

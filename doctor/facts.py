@@ -46,11 +46,24 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
+_REQUIREMENTS: dict[Any, dict[str, tuple[Any, bool]]] = {}
+
+
 def requirements(func: Callable[..., Any]) -> dict[str, tuple[Any, bool]]:
-    """Parameter name -> (type, optional) for a check or provider."""
+    """Parameter name -> (type, optional) for a check or provider. Computed once per
+    function: ``get_type_hints`` evaluates every string annotation again on each call."""
+    try:
+        return _REQUIREMENTS[func]
+    except (KeyError, TypeError):
+        pass
     hints = typing.get_type_hints(func)
     hints.pop("return", None)
-    return {name: _unwrap_optional(tp) for name, tp in hints.items()}
+    out = {name: _unwrap_optional(tp) for name, tp in hints.items()}
+    try:
+        _REQUIREMENTS[func] = out  # idempotent: two threads computing it agree
+    except TypeError:  # an unhashable callable: not cached
+        pass
+    return out
 
 
 class FactStore:

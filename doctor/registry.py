@@ -123,17 +123,22 @@ class Registry:
         # a plugin's check may share a tag with built-in ones and need any provider: all then
         index = _SourceIndex.build() if only and not found else None
         modules = index.modules_for(only, list(skip)) if index else None
-        if modules is None:
-            reg.add_package("ascend_doctor.probes")
-            reg.add_package("ascend_doctor.checks")
-        else:
-            for name in modules:
-                reg.add_module(importlib.import_module(name))
+        from .dccache import cached_dataclass_code  # the facts' dataclass methods, compiled once
+
+        with cached_dataclass_code():
+            if modules is None:
+                reg.add_package("ascend_doctor.probes")
+                reg.add_package("ascend_doctor.checks")
+            else:
+                for name in modules:
+                    reg.add_module(importlib.import_module(name))
         reg.plugins = found
         return reg
 
     def load_plugins(self) -> None:
         """Import third-party check modules; a broken plugin is recorded, never fatal."""
+        if all(ref.loaded for ref in self.plugins):
+            return  # nothing to load: no second scan of every installed distribution
         from importlib.metadata import entry_points
 
         eps = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
@@ -169,9 +174,54 @@ class Registry:
 
 
 def list_plugins() -> list[PluginRef]:
+    """Check plugins declared by installed distributions (entry point group
+    ``ascend_doctor.checks``), listed without importing them."""
+    if not _may_declare_plugins():
+        return []
     from importlib.metadata import entry_points
 
     return [PluginRef(ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+
+
+def _may_declare_plugins() -> bool:
+    """False only when no distribution importlib.metadata would find can declare a plugin:
+    every ``*.dist-info``/``*.egg-info`` directory on ``sys.path`` read for the group's
+    name in its ``entry_points.txt``. Importing importlib.metadata and parsing every
+    distribution costs ~40 ms of each run; this costs a few ``listdir``. Anything it cannot
+    read for sure (a zip or egg on the path, another distribution finder) says True, and
+    importlib.metadata gives the answer."""
+    import os
+    import sys
+    from importlib.machinery import PathFinder
+
+    if any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
+        return True
+    needle = ENTRY_POINT_GROUP.encode()
+    for entry in sys.path:
+        base = entry or "."
+        if not isinstance(base, str):
+            return True
+        try:
+            names = os.listdir(base)
+        except NotADirectoryError:
+            return True  # a zip: importlib.metadata reads inside it
+        except OSError:
+            continue  # absent: importlib.metadata skips it too
+        for name in names:
+            low = name.lower()
+            if low.endswith(".egg"):
+                return True
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(base, name, "entry_points.txt"), "rb") as fh:
+                    if needle in fh.read():
+                        return True
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # no entry points (an egg-info file holds none either)
+            except OSError:
+                return True  # unreadable: let importlib.metadata decide
+    return False
 
 
 # @check("id", title=..., category=Category.X, tags=(...)) right above its def;
@@ -193,7 +243,8 @@ class _SourceIndex:
     def __init__(self) -> None:
         self.checks: list[tuple[str, tuple[str, ...], str, str]] = []  # id, tags, category, module
         self.providers: dict[str, set[str]] = {}  # fact type name -> modules providing it
-        self.names: dict[str, set[str]] = {}  # module -> every identifier it mentions
+        self.names: dict[str, set[str]] = {}  # module -> the provided fact names it mentions
+        self._sources: dict[str, str] = {}
 
     @classmethod
     def build(cls) -> "_SourceIndex | None":
@@ -213,12 +264,25 @@ class _SourceIndex:
                             return None
         except (OSError, UnicodeDecodeError, ValueError, KeyError):
             return None
+        idx._find_names()
         return idx
+
+    def _find_names(self) -> None:
+        """``names``: per module, the provided fact names it mentions as whole identifiers.
+        The same as every ``\\w+`` of the source kept when some provider returns it, found
+        by a substring test per name, confirmed as a whole identifier, instead of listing
+        every identifier of 400 KB of source (most of the index's cost)."""
+        import re
+
+        whole = {n: re.compile(r"\b" + re.escape(n) + r"\b") for n in self.providers}
+        for mod, src in self._sources.items():
+            self.names[mod] = {n for n, rx in whole.items() if n in src and rx.search(src)}
+        self._sources = {}
 
     def _add(self, src: str, mod: str) -> bool:
         import re
 
-        self.names[mod] = set(re.findall(r"\w+", src))
+        self._sources[mod] = src  # its fact names are found once every provider is known
         checks = _CHECK_RX.findall(src)
         if len(checks) != src.count("@check("):
             return False  # a form the expression does not read: import everything

@@ -458,12 +458,12 @@ def parse_file(name: str, raw: bytes) -> list[Entry]:
 
 @functools.lru_cache(maxsize=1)
 def load() -> KnowledgeBase:
-    entries: list[Entry] = []
-    for name, raw in data_files():
-        if name in DATA_FILES_EXCLUDED:
-            continue
-        entries.extend(parse_file(name, raw))
-    return KnowledgeBase(entries)
+    from . import cache  # parsed entries cached by the files' hashes (knowledge/cache.py)
+
+    files = [(n, raw) for n, raw in data_files() if n not in DATA_FILES_EXCLUDED]
+    here = __file__.rsplit("/", 1)[0]
+    return KnowledgeBase(cache.load_entries(files, parse_file, Entry,
+                                            (__file__, f"{here}/cache.py", f"{here}/schema.py")))
 
 
 @functools.lru_cache(maxsize=1)
@@ -471,5 +471,8 @@ def compat() -> dict[str, Any]:
     """The compatibility matrix (knowledge/compat.toml)."""
     for name, raw in data_files():
         if name == "compat.toml":
-            return tomllib.loads(raw.decode("utf-8"))
+            from . import cache  # parsed once per change of the file (knowledge/cache.py)
+
+            return cache.load_doc(name, raw, lambda r: tomllib.loads(r.decode("utf-8")),
+                                  (__file__, cache.__file__))
     return {}

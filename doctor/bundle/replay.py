@@ -5,10 +5,12 @@ to a bundle or the demo materialises; its writes go through doctor/confine.py.""
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import io
 import json
 import posixpath
+import re
 import threading
 from typing import Any, BinaryIO
 
@@ -23,6 +25,27 @@ def _glob_match(path: str, pattern: str) -> bool:
     """Shell-glob semantics: ``*`` never crosses a ``/``."""
     a, b = path.split("/"), pattern.split("/")
     return len(a) == len(b) and all(fnmatch.fnmatchcase(x, y) for x, y in zip(a, b))
+
+
+_GLOB_KINDS = ("read", "stat", "lstat", "listdir")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def _glob_keys(keys: list[str], pattern: str) -> set[str]:
+    """The sorted ``keys`` that ``_glob_match`` accepts for ``pattern``, testing only those
+    that share its literal prefix (found by bisection): the same answer, without matching
+    every recorded path against every pattern."""
+    m = _GLOB_CHARS.search(pattern)
+    prefix = pattern[:m.start()] if m else pattern
+    parts = pattern.count("/")
+    out = set()
+    for i in range(bisect.bisect_left(keys, prefix), len(keys)):
+        k = keys[i]
+        if not k.startswith(prefix):
+            break
+        if k.count("/") == parts and _glob_match(k, pattern):
+            out.add(k)
+    return out
 
 
 
@@ -203,14 +226,23 @@ class BundleHost(Host):
             p = target
         return p
 
+    def _recorded_paths(self) -> list[str]:
+        """Every path a file question was recorded for, sorted; rebuilt when the index grew."""
+        tables = [self.data.index.get(kind, {}) for kind in _GLOB_KINDS]
+        size = sum(len(t) for t in tables)
+        cached = getattr(self, "_paths_cache", None)
+        if cached is None or cached[0] != size:
+            cached = (size, sorted({k for t in tables for k in t}))
+            self._paths_cache = cached
+        return cached[1]
+
     def glob(self, pattern):
         p = norm(pattern)
         e = self._next("glob", p)
         if isinstance(e, list):
             found = set(e)
         else:
-            found = {k for kind in ("read", "stat", "lstat", "listdir")
-                     for k in self.data.index.get(kind, {}) if _glob_match(k, p)}
+            found = _glob_keys(self._recorded_paths(), p)
         if self.overlay:
             found |= set(self._overlay_host().glob(p))
         return sorted(found)

@@ -1,0 +1,166 @@
+"""The knowledge-base cache (knowledge/cache.py): the same entries as parsing the TOML,
+used only from a directory the user owns, a corrupt or foreign file treated as absent."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from ascend_doctor import knowledge
+from ascend_doctor.knowledge import DATA_FILES_EXCLUDED, Entry, cache, data_files, parse_file
+
+CODE = (knowledge.__file__,)
+
+
+def _files() -> list[tuple[str, bytes]]:
+    return [(n, raw) for n, raw in data_files() if n not in DATA_FILES_EXCLUDED]
+
+
+def _parsed(files) -> list[Entry]:
+    return [e for n, raw in files for e in parse_file(n, raw)]
+
+
+@pytest.fixture
+def xdg(tmp_path, monkeypatch):
+    base = tmp_path / "xdg"
+    base.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(base))
+    monkeypatch.delenv("ASCEND_DOCTOR_CACHE", raising=False)
+    return base
+
+
+def _no_parse(name: str, raw: bytes) -> list[Entry]:
+    raise AssertionError(f"parsed {name}: the cache was not used")
+
+
+def test_hit_gives_the_same_entries_in_the_same_order(xdg):
+    files = _files()
+    want = _parsed(files)
+    first = cache.load_entries(files, parse_file, Entry, CODE)
+    (f,) = list((xdg / "ascend-doctor").iterdir())
+    assert f.name.startswith("kb-") and (f.stat().st_mode & 0o777) == 0o600
+    assert ((xdg / "ascend-doctor").stat().st_mode & 0o777) == 0o700
+    again = cache.load_entries(files, _no_parse, Entry, CODE)
+    assert first == want and again == want
+    assert [e.id for e in again] == [e.id for e in want]
+    assert all(isinstance(e.steps, tuple) and isinstance(e.signatures, tuple) for e in again)
+    # the real load() builds the same knowledge base as parsing every file
+    knowledge.load.cache_clear()
+    try:
+        assert list(knowledge.load().entries.values()) == want
+    finally:
+        knowledge.load.cache_clear()
+
+
+def test_an_edited_file_is_a_miss(xdg):
+    files = _files()
+    cache.load_entries(files, parse_file, Entry, CODE)
+    name, raw = files[0]
+    edited = [(name, raw.replace(b'severity = "', b'severity = "', 1) + b"\n# edited\n"),
+              *files[1:]]
+    calls = []
+
+    def counting(n, r):
+        calls.append(n)
+        return parse_file(n, r)
+
+    cache.load_entries(edited, counting, Entry, CODE)
+    assert calls == [n for n, _ in files]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "other-key", "wrong-shape"])
+def test_a_corrupt_cache_is_absent_and_rewritten(xdg, damage):
+    files = _files()
+    want = _parsed(files)
+    cache.load_entries(files, parse_file, Entry, CODE)
+    (f,) = list((xdg / "ascend-doctor").iterdir())
+    text = f.read_text()
+    if damage == "truncate":
+        f.write_text(text[: len(text) // 2])
+    elif damage == "garbage":
+        f.write_bytes(b"\xff\xfe\x00not json")
+    elif damage == "other-key":
+        doc = json.loads(text)
+        doc["key"] = "0" * 32
+        f.write_text(json.dumps(doc))
+    else:
+        doc = json.loads(text)
+        doc["entries"][0]["unexpected"] = 1
+        f.write_text(json.dumps(doc))
+    assert cache.load_entries(files, parse_file, Entry, CODE) == want
+    assert cache.read(cache.key_for(files, CODE), Entry) == want  # rewritten, usable again
+
+
+def test_a_file_others_can_write_is_not_read(xdg):
+    files = _files()
+    cache.load_entries(files, parse_file, Entry, CODE)
+    (f,) = list((xdg / "ascend-doctor").iterdir())
+    os.chmod(f, 0o666)
+    assert cache.read(cache.key_for(files, CODE), Entry) is None
+
+
+def test_a_symlinked_cache_dir_is_not_used(xdg, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    os.symlink(elsewhere, xdg / "ascend-doctor")
+    files = _files()
+    assert cache.load_entries(files, parse_file, Entry, CODE) == _parsed(files)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_group_writable_cache_dir_is_not_used(xdg):
+    d = xdg / "ascend-doctor"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    files = _files()
+    cache.load_entries(files, parse_file, Entry, CODE)
+    assert list(d.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory to another uid")
+def test_root_under_another_users_home_writes_nothing(tmp_path, monkeypatch):
+    home = tmp_path / "alice"
+    home.mkdir()
+    os.chown(home, 4242, 4242)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("ASCEND_DOCTOR_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    files = _files()
+    assert cache.load_entries(files, parse_file, Entry, CODE) == _parsed(files)
+    assert list(home.iterdir()) == []
+
+
+def test_switched_off_writes_nothing(xdg, monkeypatch):
+    monkeypatch.setenv("ASCEND_DOCTOR_CACHE", "0")
+    files = _files()
+    assert cache.load_entries(files, parse_file, Entry, CODE) == _parsed(files)
+    assert not (xdg / "ascend-doctor").exists()
+
+
+def test_a_parse_error_is_raised_and_nothing_cached(xdg):
+    files = [("bad.toml", b"[[entry]]\nid = 'ASC-LIB-999'\n")]
+    with pytest.raises(knowledge.KnowledgeError, match="bad.toml"):
+        cache.load_entries(files, parse_file, Entry, CODE)
+    assert not (xdg / "ascend-doctor").exists() or not list((xdg / "ascend-doctor").iterdir())
+
+
+def test_compat_matrix_cached_is_the_parsed_toml(xdg):
+    import tomllib
+
+    (raw,) = [r for n, r in data_files() if n == "compat.toml"]
+    want = tomllib.loads(raw.decode("utf-8"))
+    loads = lambda r: tomllib.loads(r.decode("utf-8"))  # noqa: E731
+    assert cache.load_doc("compat.toml", raw, loads, CODE) == want
+    (f,) = [p for p in (xdg / "ascend-doctor").iterdir() if p.name.startswith("toml-compat-")]
+    assert cache.load_doc("compat.toml", raw, _no_parse, CODE) == want  # a hit: not parsed
+    f.write_text('{"format": 1, "key": "x", "doc": {"torch_python": []}}')  # another key
+    assert cache.load_doc("compat.toml", raw, loads, CODE) == want
+    f.write_bytes(b"\xff")
+    assert cache.load_doc("compat.toml", raw, loads, CODE) == want
+    knowledge.compat.cache_clear()
+    try:
+        assert knowledge.compat() == want
+    finally:
+        knowledge.compat.cache_clear()
