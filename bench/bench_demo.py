@@ -6,8 +6,8 @@ The peer runs in a venv with torch (bench/out/torch-venv, created on demand with
 ``doctor.cli`` is measured with ``-X importtime`` against ``import torch``.
 
 Ours runs as ``python -m ascend_doctor.cli`` with the bench's own interpreter (the console
-script's shebang may name another venv). Its user caches (the parsed KB, the facts'
-dataclass code: knowledge/cache.py, doctor/dccache.py) live in a temporary
+script's shebang may name another venv). Its user cache (the parsed KB and compat
+matrix: knowledge/cache.py) lives in a temporary
 ``XDG_CACHE_HOME`` filled by the warm-up run, as on a user's second run; one row shows the
 same run with them off (``ASCEND_DOCTOR_CACHE=0``).
 """

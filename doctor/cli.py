@@ -98,11 +98,8 @@ class _Group(click.Group):
     internal error. ``ASCEND_DOCTOR_DEBUG=1`` lets the exception (and traceback) through."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from .dccache import cached_dataclass_code  # dataclass methods compiled once (issue 16)
-
         try:
-            with cached_dataclass_code():
-                return super().invoke(ctx)
+            return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except DoctorError as exc:

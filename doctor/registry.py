@@ -123,15 +123,12 @@ class Registry:
         # a plugin's check may share a tag with built-in ones and need any provider: all then
         index = _SourceIndex.build() if only and not found else None
         modules = index.modules_for(only, list(skip)) if index else None
-        from .dccache import cached_dataclass_code  # the facts' dataclass methods, compiled once
-
-        with cached_dataclass_code():
-            if modules is None:
-                reg.add_package("ascend_doctor.probes")
-                reg.add_package("ascend_doctor.checks")
-            else:
-                for name in modules:
-                    reg.add_module(importlib.import_module(name))
+        if modules is None:
+            reg.add_package("ascend_doctor.probes")
+            reg.add_package("ascend_doctor.checks")
+        else:
+            for name in modules:
+                reg.add_module(importlib.import_module(name))
         reg.plugins = found
         return reg
 
