@@ -8,6 +8,7 @@ from packaging.markers import default_environment
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.packages import WATCHED, Packages, requirements_of
 from ascend_doctor.registry import check
@@ -89,7 +90,8 @@ def pins(pkgs: Packages) -> Iterator[Finding]:
 import re  # noqa: E402
 
 from ascend_doctor.probes.buildinfo import VllmAscendBuild  # noqa: E402
-from ascend_doctor.probes.cann import CannStack, c_number  # noqa: E402
+from ascend_doctor.probes.cann import (CannStack, DriverVersion, ToolkitInstallInfo,  # noqa: E402
+                                       c_number)
 from ascend_doctor.probes.npusmi import NpuSmi, kv_get  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
 
@@ -245,40 +247,85 @@ def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
                            evidence={"versions": found, "cann": toolkit, "absent": absent})
 
 
+# Both install files name the other side's release line (V100R001C<nn>): the driver's
+# version.info lists the CANN lines it accepts, the toolkit's ascend_toolkit_install.info the
+# driver lines it runs on (CANN 8.3.RC2 lists C15…C23; driver 25.0.rc1.1 is C21 and lists
+# C17…C21). Either list naming the pair is the installers' own statement that it works.
+PAIR_RULE_SOURCE = ("compatible_version in /usr/local/Ascend/driver/version.info and in the "
+                    "toolkit's ascend_toolkit_install.info, as the Ascend HDK and CANN "
+                    "installers write them (CANN Software Installation Guide)")
+
+
+def pair_accepted(drv: DriverVersion, tk: ToolkitInstallInfo) -> tuple[bool | None, str]:
+    """Does either side declare the driver/toolkit pair compatible, and which file says so?
+
+    None when neither side carries a comparable list (no innerversion or no list)."""
+    by_driver = drv.accepts(tk.innerversion)
+    own = c_number(drv.innerversion)
+    listed = [c_number(x) for x in tk.compatible_version]
+    by_toolkit = (own in listed) if own and any(listed) else None
+    if by_driver:
+        return True, "driver"
+    if by_toolkit:
+        return True, "toolkit"
+    if by_driver is None and by_toolkit is None:
+        return None, ""
+    return False, ""
+
+
 @check("versions.driver-cann", title="The NPU driver accepts the installed CANN toolkit",
        category=Category.VERSIONS, tags=("versions", "driver", "cann"))
 def driver_cann(cann: CannStack) -> Iterator[Finding]:
     for path, reason in cann.problems:
-        yield Finding.error(f"cannot use {path}: {reason}", subject=path,
-                            evidence={"file": path, "reason": reason})
+        yield Finding.error(T("cannot use {path}: {reason}", path=path, reason=reason),
+                            subject=path, evidence={"file": path, "reason": reason})
     drv = cann.driver
     if drv is None:
-        yield Finding.skip("no driver version file (/usr/local/Ascend/driver/version.info); "
-                           "the driver is not installed or not mounted")
+        yield Finding.skip(T("no driver version file (/usr/local/Ascend/driver/version.info); "
+                             "the driver is not installed or not mounted"))
         return
     if not cann.toolkits:
-        yield Finding.skip(f"driver {drv.version} is installed but no CANN toolkit was found")
+        yield Finding.skip(T("driver {driver} is installed but no CANN toolkit was found",
+                             driver=drv.version))
         return
+    dc = c_number(drv.innerversion) or "?"
     for tk in cann.toolkits:
-        ok = drv.accepts(tk.info.innerversion)
+        ok, who = pair_accepted(drv, tk.info)
         c = c_number(tk.info.innerversion)
         ev = {"driver": drv.version, "driver_inner": drv.innerversion,
               "compatible_version": list(drv.compatible_version), "toolkit": tk.info.version,
-              "toolkit_inner": tk.info.innerversion, "toolkit_path": tk.info_path}
+              "toolkit_inner": tk.info.innerversion,
+              "toolkit_compatible_version": list(tk.info.compatible_version),
+              "toolkit_path": tk.info_path, "accepted_by": who, "rule": PAIR_RULE_SOURCE}
         active = tk is cann.active
         if ok is None:
-            yield Finding.info(f"CANN {tk.info.version} ({tk.info_path}): innerversion "
-                               f"{tk.info.innerversion or 'absent'} or the driver's "
-                               "compatible_version list cannot be compared", evidence=ev)
+            yield Finding.info(T("CANN {cann} ({path}): innerversion {inner} or the "
+                                 "compatible_version lists cannot be compared",
+                                 cann=tk.info.version, path=tk.info_path,
+                                 inner=tk.info.innerversion or "absent"), evidence=ev)
         elif not ok:
             make = Finding.fail if active else Finding.warn
-            yield make(f"driver {drv.version} accepts CANN {', '.join(drv.compatible_version)}; "
-                       f"{'the active' if active else 'an installed'} toolkit CANN "
-                       f"{tk.info.version} is {c} ({tk.info.innerversion}, {tk.info_path})",
+            yield make(T("driver {driver} ({dc}) accepts CANN {accepted}; {which} toolkit CANN "
+                         "{cann} is {c} ({inner}, {path}) and lists drivers {tk_accepts}; "
+                         "neither file names the other (rule: {rule})", driver=drv.version,
+                         dc=dc, accepted=", ".join(drv.compatible_version) or "(none listed)",
+                         which="the active" if active else "an installed",
+                         cann=tk.info.version, c=c, inner=tk.info.innerversion,
+                         path=tk.info_path,
+                         tk_accepts=", ".join(tk.info.compatible_version) or "(none listed)",
+                         rule=PAIR_RULE_SOURCE),
                        subject=tk.home, evidence=ev, kb="ASC-VER-004")
+        elif who == "driver":
+            yield Finding.passed(T("driver {driver} accepts CANN {cann} ({c} is in the driver's "
+                                   "compatible_version list; rule: {rule})", driver=drv.version,
+                                   cann=tk.info.version, c=c, rule=PAIR_RULE_SOURCE),
+                                 subject=tk.home, evidence=ev)
         else:
-            yield Finding.passed(f"driver {drv.version} accepts CANN {tk.info.version} ({c} is "
-                                 "in its compatible_version list)", subject=tk.home, evidence=ev)
+            yield Finding.passed(T("CANN {cann} accepts driver {driver} ({dc} is in the "
+                                   "toolkit's compatible_version list, {path}; rule: {rule})",
+                                   cann=tk.info.version, driver=drv.version, dc=dc,
+                                   path=tk.info_path, rule=PAIR_RULE_SOURCE),
+                                 subject=tk.home, evidence=ev)
 
 
 @check("versions.cann-upgrade", title="Every CANN component runs the installed version",
