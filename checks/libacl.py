@@ -9,12 +9,12 @@ from dataclasses import replace
 from typing import Iterator
 
 from ascend_doctor.checks.ldconf import STALE_CACHE, unread_key
-
-from ascend_doctor.host import Host
+from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.ascendfiles import ActiveToolkit, AscendLibIndex, MappedLibs, version_dir
-from ascend_doctor.probes.ldconf import LdConfState, LdSoConf
+from ascend_doctor.probes.ldconf import LdSoConf
 from ascend_doctor.probes.libresolve import LibResolution, Resolution
+from ascend_doctor.probes.libsearch import LibSearchContext
 from ascend_doctor.probes.procs import ServiceEnv
 from ascend_doctor.registry import check
 
@@ -47,42 +47,31 @@ def _tried_text(r: Resolution) -> str:
     return "; ".join(t[:SHOW_DIRS]) + more
 
 
-def _in_container(host: Host) -> bool:
-    return host.exists("/.dockerenv") or host.exists("/run/.containerenv")
-
-
 @check("libacl.resolve", title="ld.so finds every library torch_npu / vllm_ascend need",
        category=Category.LIBS, tags=("libs", "libacl"))
-def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, host: Host,
-            conf: LdSoConf | None, state: LdConfState | None = None) -> Iterator[Finding]:
+def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, ctx: LibSearchContext,
+            conf: LdSoConf | None) -> Iterator[Finding]:
     envtext = (f"LD_LIBRARY_PATH from {lr.env_source}: "
                + (":".join(lr.ld_library_path) if lr.ld_library_path else "(unset)"))
     for c in lr.closures:
         if c.error:
-            yield Finding.error(f"cannot read {c.target} as an ELF file: {c.error}",
+            yield Finding.error(T("cannot read {target} as an ELF file: {reason}",
+                                  target=c.target, reason=c.error),
                                 subject=c.target, evidence={"target": c.target,
                                                             "reason": c.error})
     foreign = [c for c in lr.closures if c.foreign]
     if foreign:
         yield Finding.info(
-            f"{len(foreign)} shared object(s) are built for another machine and are not loaded "
-            f"by this host's ld.so (e.g. {_short(foreign[0].target)}: {foreign[0].foreign})",
+            T("{n} shared object(s) are built for another machine and are not loaded by this "
+              "host's ld.so (e.g. {example}: {why})", n=len(foreign),
+              example=_short(foreign[0].target), why=foreign[0].foreign),
             evidence={"files": [c.target for c in foreign]})
-    own_llp = [p for p in host.environ().get("LD_LIBRARY_PATH", "").split(":") if p]
     conf_dirs = {d.path: d.origin for d in conf.search_dirs} if conf else {}
-    # directories named only in conf files ldconfig does not read (ldconf.reached)
-    unread: dict[str, tuple[str, str]] = {}  # dir -> (conf file, how the report names it)
-    for u in (state.unreached if state else ()):
-        for d in u.ascend_dirs:
-            unread.setdefault(d, (u.path, u.path))
-            real = host.realpath(d)
-            if real != d:
-                unread.setdefault(real, (u.path, f"{u.path} (as {d})"))
     groups: dict[str, list[Resolution]] = {}
     for r in lr.unresolved:
         groups.setdefault(r.name, []).append(r)
     for name, rs in groups.items():
-        yield _unresolved(name, rs, lr, env, index, own_llp, conf_dirs, unread, host)
+        yield _unresolved(name, rs, lr, env, index, conf_dirs, ctx)
     if not groups:
         n = sum(len(c.resolutions) for c in lr.closures)
         yield Finding.passed(
@@ -100,11 +89,11 @@ def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, host: Hos
 
 
 def _unresolved(name: str, rs: list[Resolution], lr: LibResolution, env: ServiceEnv,
-                index: AscendLibIndex, own_llp: list[str], conf_dirs: dict[str, str],
-                unread: dict[str, tuple[str, str]], host: Host) -> Finding:
+                index: AscendLibIndex, conf_dirs: dict[str, str],
+                ctx: LibSearchContext) -> Finding:
     """The finding for one unresolved soname; it establishes ``libs.missing:<name>`` and
     names what explains it (an unread conf file, a stale cache) when the facts show it."""
-    f = _unresolved_finding(name, rs, lr, env, index, own_llp, conf_dirs, unread, host)
+    f = _unresolved_finding(name, rs, lr, env, index, conf_dirs, ctx)
     return replace(f, cause=missing_key(name))
 
 
@@ -114,8 +103,9 @@ def missing_key(name: str) -> str:
 
 
 def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env: ServiceEnv,
-                        index: AscendLibIndex, own_llp: list[str], conf_dirs: dict[str, str],
-                        unread: dict[str, tuple[str, str]], host: Host) -> Finding:
+                        index: AscendLibIndex, conf_dirs: dict[str, str],
+                        ctx: LibSearchContext) -> Finding:
+    unread = ctx.unread_dirs
     first = rs[0]
     needers = [r.needed_by for r in rs]
     shown = [_short(n) for n in dict.fromkeys(needers)]
@@ -153,7 +143,7 @@ def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env:
                 kb=("ASC-LIB-002", "ASC-LIB-004", "ASC-LIB-001"), fix="ldconf.ascend-conf",
                 fix_params={"dirs": [d], "library": name, "conf": named},
                 explained_by=unread_key(conf_path))
-        if d in own_llp and env.pid is not None:
+        if d in ctx.own_ld_library_path and env.pid is not None:
             why = (f" — {d} is on the doctor's own LD_LIBRARY_PATH but not on the service's "
                    f"({lr.env_source}): the variable was exported in a shell and never reached "
                    "the service")
@@ -166,7 +156,7 @@ def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env:
                                         "pid": env.pid, "env_source": lr.env_source})
     pkg = PACKAGE_OF.get(name, "CANN package that ships it")
     roots = ", ".join(index.roots)
-    if name in DRIVER_LIBS and _in_container(host):
+    if name in DRIVER_LIBS and ctx.in_container:
         return Finding.fail(head + f"; no {name} under {roots}: inside a container the host's "
                             "/usr/local/Ascend/driver/lib64 must be mounted",
                             subject=name, evidence=evidence, kb="ASC-LIB-007")

@@ -11,6 +11,7 @@ from typing import Iterator
 
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.devices import ContainerInfo
+from ascend_doctor.probes.kbfact import Knowledge
 from ascend_doctor.probes.npusmi import NpuSmi, NpuSmiInfo, kv_get
 from ascend_doctor.probes.procs import ServiceProcesses
 from ascend_doctor.probes.livepids import ProcessTable
@@ -24,9 +25,8 @@ SMI_CHECK_TIMEOUT_S = 45.0
 HEALTH_RANK = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 2}
 
 
-def _kb_for_output(text: str) -> list[str]:
-    from ascend_doctor import knowledge
-    return [m.entry.id for m in knowledge.load().match_lines(text.splitlines())][:3]
+def _kb_for_output(know: Knowledge, text: str) -> list[str]:
+    return [m.entry.id for m in know.match_lines(text.splitlines())][:3]
 
 
 def _unusable(smi: NpuSmi) -> Finding | None:
@@ -37,7 +37,7 @@ def _unusable(smi: NpuSmi) -> Finding | None:
 
 @check("npu.smi", title="npu-smi answers", category=Category.NPU, tags=("npu",),
        timeout=SMI_CHECK_TIMEOUT_S)
-def smi_runs(smi: NpuSmi) -> Iterator[Finding]:
+def smi_runs(smi: NpuSmi, know: Knowledge) -> Iterator[Finding]:
     cmd = " ".join(smi.argv)
     if smi.result.timed_out:
         yield Finding.error(f"`{cmd}` did not answer within {smi.result.duration_s:.1f} s and was "
@@ -46,7 +46,7 @@ def smi_runs(smi: NpuSmi) -> Iterator[Finding]:
                             kb="ASC-NPU-004")
         return
     if smi.result.returncode != 0:
-        kb = _kb_for_output(smi.output) or ["ASC-NPU-004"]
+        kb = _kb_for_output(know, smi.output) or ["ASC-NPU-004"]
         last = (smi.output.strip().splitlines() or ["no output"])[-1]
         yield Finding.fail(f"`{cmd}` exited {smi.result.returncode}: {last}", subject="npu-smi",
                            evidence={"output": smi.output[-4000:]}, kb=kb)

@@ -8,6 +8,7 @@ from typing import Iterator
 from ascend_doctor.checks.libacl import missing_key
 
 from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.kbfact import Knowledge
 from ascend_doctor.probes.torchimport import IMPORT_TIMEOUT_S, TorchNpuImport
 from ascend_doctor.registry import check
 
@@ -15,7 +16,7 @@ from ascend_doctor.registry import check
 @check("torch_npu.import", title="torch_npu imports in the service's interpreter",
        category=Category.LIBS, tags=("libs", "versions", "torch_npu"),
        timeout=IMPORT_TIMEOUT_S + 20)
-def torch_npu_import(res: TorchNpuImport) -> Iterator[Finding]:
+def torch_npu_import(res: TorchNpuImport, know: Knowledge) -> Iterator[Finding]:
     where = f"{res.interpreter} ({res.interpreter_source}; env: {res.env_source})"
     ev = {"interpreter": res.interpreter, "env": res.env_source, "returncode": res.returncode,
           "seconds": round(res.duration_s, 2), "output": res.output[-3000:], "ran": res.ran}
@@ -33,8 +34,7 @@ def torch_npu_import(res: TorchNpuImport) -> Iterator[Finding]:
     if "No module named 'torch_npu'" in last:
         yield Finding.skip(f"torch_npu is not installed in {res.interpreter}: {last}", evidence=ev)
         return
-    from ascend_doctor import knowledge
-    matches = knowledge.load().match_lines(res.output.splitlines())
+    matches = know.match_lines(res.output.splitlines())
     # entries written for this check explain it best; other matches follow in rank order
     matches = sorted(matches, key=lambda m: "torch_npu.import" not in m.entry.checks)
     kb = [m.entry.id for m in matches][:3]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 from packaging.markers import default_environment
 from packaging.utils import canonicalize_name
@@ -10,6 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.kbfact import Knowledge
 from ascend_doctor.probes.packages import WATCHED, Packages, requirements_of
 from ascend_doctor.registry import check
 
@@ -125,18 +126,16 @@ def _public_row(row: dict) -> dict:
     return {**row, "source": _INTERNAL_CITE.sub("", src)} if isinstance(src, str) else row
 
 
-def matrix_row(table: str, version: str) -> dict | None:
-    from ascend_doctor import knowledge
-    for row in knowledge.compat().get(table, []):
+def matrix_row(compat: Mapping[str, Any], table: str, version: str) -> dict | None:
+    for row in compat.get(table, []):
         if _same(row["version"], version):
             return _public_row(row)
     return None
 
 
-def torch_python_row(torch: str) -> dict | None:
-    from ascend_doctor import knowledge
+def torch_python_row(compat: Mapping[str, Any], torch: str) -> dict | None:
     rel = _public(torch)
-    for row in knowledge.compat().get("torch_python", []):
+    for row in compat.get("torch_python", []):
         if rel == row["torch"] or rel.startswith(row["torch"] + "."):
             return _public_row(row)
     return None
@@ -144,14 +143,14 @@ def torch_python_row(torch: str) -> dict | None:
 
 @check("versions.matrix", title="vllm-ascend, vLLM, torch, torch_npu, CANN and Python were "
        "released together", category=Category.VERSIONS, tags=("versions", "matrix"))
-def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
+def matrix(pkgs: Packages, cann: CannStack | None, know: Knowledge) -> Iterator[Finding]:
     found = {n: pkgs.version(n) for n in ("vllm-ascend", "vllm", "torch", "torch-npu")}
     toolkit = cann.active.info.version if cann and cann.active else None
     checked = 0
     bad = 0
     va = found["vllm-ascend"]
     if va:
-        row = matrix_row("vllm_ascend", va)
+        row = matrix_row(know.compat, "vllm_ascend", va)
         if row is None:
             yield Finding.info(f"vllm-ascend {va} is not in the compatibility matrix (knowledge/"
                                "compat.toml ends at the releases it lists); its own pins are "
@@ -191,7 +190,7 @@ def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
                     kb="ASC-VER-002", cause=cann_key(toolkit))
     tn = found["torch-npu"]
     if tn:
-        row = matrix_row("torch_npu", tn)
+        row = matrix_row(know.compat, "torch_npu", tn)
         if row is not None:
             checked += 1
             if found["torch"] and not _same(_public(found["torch"]), row["torch"]):
@@ -218,7 +217,7 @@ def matrix(pkgs: Packages, cann: CannStack | None) -> Iterator[Finding]:
                                "knowledge/compat.toml; its CANN pairing cannot be checked here",
                                evidence={"torch_npu": tn})
     if found["torch"] and pkgs.python:
-        row = torch_python_row(found["torch"])
+        row = torch_python_row(know.compat, found["torch"])
         if row is not None:
             checked += 1
             if not SpecifierSet(row["python"]).contains(pkgs.python):
