@@ -134,7 +134,9 @@ def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env:
         a.update(found=elsewhere[0], dir=d, env_source=lr.env_source)
         if d in conf_dirs:
             return Finding.fail(
-                T("{name} needed by {who} is not found; tried in order: {tried}{skipped}; a file of that name exists at {found}, outside the search path — {dir} is configured "
+                T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
+                  "; a file of that name exists at {found}, outside the search path"
+                  " — {dir} is configured "
                   "({origin}) but /etc/ld.so.cache does not list it: the cache is stale or "
                   "ldconfig skipped the conf file; run ldconfig", origin=conf_dirs[d], **a),
                 subject=name, evidence=evidence, kb=("ASC-LIB-005", "ASC-LIB-004"),
@@ -143,7 +145,9 @@ def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env:
         if d in unread:
             conf_path, named = unread[d]
             return Finding.fail(
-                T("{name} needed by {who} is not found; tried in order: {tried}{skipped}; a file of that name exists at {found}, outside the search path — {dir} is named in "
+                T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
+                  "; a file of that name exists at {found}, outside the search path"
+                  " — {dir} is named in "
                   "{conf}, which ldconfig does not read (not included from /etc/ld.so.conf, or "
                   "not world-readable): fix the conf and run ldconfig, or put it on the "
                   "service's LD_LIBRARY_PATH", conf=named, **a),
@@ -152,11 +156,15 @@ def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env:
                 fix_params={"dirs": [d], "library": name, "conf": named},
                 explained_by=unread_key(conf_path))
         if d in ctx.own_ld_library_path and env.pid is not None:
-            msg = T("{name} needed by {who} is not found; tried in order: {tried}{skipped}; a file of that name exists at {found}, outside the search path — {dir} is on the "
+            msg = T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
+                    "; a file of that name exists at {found}, outside the search path"
+                    " — {dir} is on the "
                     "doctor's own LD_LIBRARY_PATH but not on the service's ({env_source}): the "
                     "variable was exported in a shell and never reached the service", **a)
         else:
-            msg = T("{name} needed by {who} is not found; tried in order: {tried}{skipped}; a file of that name exists at {found}, outside the search path — neither "
+            msg = T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
+                    "; a file of that name exists at {found}, outside the search path"
+                    " — neither "
                     "LD_LIBRARY_PATH (from {env_source}) nor ld.so.conf names {dir}; source "
                     "set_env.sh in the service's environment", **a)
         return Finding.fail(msg, subject=name, evidence=evidence,
@@ -166,11 +174,13 @@ def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env:
     pkg = PACKAGE_OF.get(name, "CANN package that ships it")
     roots = ", ".join(index.roots)
     if name in DRIVER_LIBS and ctx.in_container:
-        return Finding.fail(T("{name} needed by {who} is not found; tried in order: {tried}{skipped}; no {name} under {roots}: "
+        return Finding.fail(T("{name} needed by {who} is not found; tried in order: {tried}"
+                              "{skipped}; no {name} under {roots}: "
                               "inside a container the host's /usr/local/Ascend/driver/lib64 "
                               "must be mounted", roots=roots, **a),
                             subject=name, evidence=evidence, kb="ASC-LIB-007")
-    return Finding.fail(T("{name} needed by {who} is not found; tried in order: {tried}{skipped}; no file of that name under "
+    return Finding.fail(T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
+                          "; no file of that name under "
                           "{roots}: the {pkg} is not installed (or installed elsewhere)",
                           roots=roots, pkg=pkg, **a), subject=name,
                         evidence={**evidence, "package": pkg},

@@ -52,7 +52,8 @@ def pins(pkgs: Packages) -> Iterator[Finding]:
             if canonicalize_name(req.name) in WATCHED:
                 broken += 1
                 yield Finding.fail(
-                    f"{owner.name} {owner.version} requires {req}; {req.name} is not installed",
+                    T("{name} {version} requires {req}; {name2} is not installed",
+                      name=owner.name, version=owner.version, req=str(req), name2=req.name),
                     subject=f"{owner.name} {owner.version}",
                     evidence={"requirement": str(req), "installed": None,
                               "versions": found}, kb="ASC-VER-001",
@@ -66,7 +67,8 @@ def pins(pkgs: Packages) -> Iterator[Finding]:
         if not ok:
             broken += 1
             yield Finding.fail(
-                f"{owner.name} {owner.version} requires {req}; found {dep.version}",
+                T("{name} {version} requires {req}; found {version2}",
+                  name=owner.name, version=owner.version, req=str(req), version2=dep.version),
                 subject=f"{owner.name} {owner.version}",
                 evidence={"requirement": str(req), "installed": dep.version,
                           "versions": found}, kb="ASC-VER-001", fix="versions.pip-match",
@@ -77,13 +79,13 @@ def pins(pkgs: Packages) -> Iterator[Finding]:
     owners = [n for n in PINNED_BY if n in found]
     if not owners:  # absence is not health: nothing was checked
         yield Finding.skip(
-            f"none of {', '.join(PINNED_BY)} is installed in {pkgs.source} (Python "
-            f"{pkgs.python}): no pins to check",
+            T("none of {v} is installed in {source} (Python {python}): no pins to check",
+              v=', '.join(PINNED_BY), source=pkgs.source, python=pkgs.python),
             evidence={"absent": list(PINNED_BY), "versions": found, "python": pkgs.python,
                       "source": pkgs.source})
         return
     yield Finding.passed(
-        "every pin of " + ", ".join(f"{n} {found[n]}" for n in owners) + " holds",
+        T("every pin of {packages} holds", packages=", ".join(f"{n} {found[n]}" for n in owners)),
         evidence={"versions": found, "python": pkgs.python, "source": pkgs.source})
 
 
@@ -152,9 +154,10 @@ def matrix(pkgs: Packages, cann: CannStack | None, know: Knowledge) -> Iterator[
     if va:
         row = matrix_row(know.compat, "vllm_ascend", va)
         if row is None:
-            yield Finding.info(f"vllm-ascend {va} is not in the compatibility matrix (knowledge/"
-                               "compat.toml ends at the releases it lists); its own pins are "
-                               "checked by versions.pins", evidence={"versions": found})
+            yield Finding.info(T("vllm-ascend {va} is not in the compatibility matrix "
+                                 "(knowledge/compat.toml ends at the releases it lists); its "
+                                 "own pins are checked by versions.pins",
+                                 va=va), evidence={"versions": found})
         else:
             checked += 1
             src = row["source"]
@@ -166,8 +169,9 @@ def matrix(pkgs: Packages, cann: CannStack | None, know: Knowledge) -> Iterator[
                 if not any(_same(have, w) for w in want):
                     bad += 1
                     yield Finding.fail(
-                        f"vllm-ascend {va} is released with {name} {' or '.join(want)}; "
-                        f"found {have}", subject=f"vllm-ascend {va}",
+                        T("vllm-ascend {va} is released with {name} {v}; found {have}",
+                          va=va, name=name, v=' or '.join(want), have=have),
+                        subject=f"vllm-ascend {va}",
                         evidence={"package": name, "expected": want, "installed": have,
                                   "source": src}, kb="ASC-VER-002", fix="versions.pip-match",
                         fix_params={"package": name, "requirement": f"{name}=={want[0]}"},
@@ -175,8 +179,9 @@ def matrix(pkgs: Packages, cann: CannStack | None, know: Knowledge) -> Iterator[
             try:
                 if pkgs.python and not SpecifierSet(row["python"]).contains(pkgs.python):
                     bad += 1
-                    yield Finding.fail(f"vllm-ascend {va} supports Python {row['python']}; "
-                                       f"the service's interpreter is {pkgs.python}",
+                    yield Finding.fail(T("vllm-ascend {va} supports Python {python}; the "
+                                         "service's interpreter is {python2}",
+                                         va=va, python=row['python'], python2=pkgs.python),
                                        evidence={"python": pkgs.python, "source": src},
                                        kb="ASC-VER-002")
             except InvalidSpecifier:
@@ -184,8 +189,10 @@ def matrix(pkgs: Packages, cann: CannStack | None, know: Knowledge) -> Iterator[
             if toolkit and not _cann_eq(toolkit, row["cann"]):
                 bad += 1
                 yield Finding.warn(
-                    f"vllm-ascend {va} was validated with CANN {row['cann']}; the active toolkit "
-                    f"is CANN {toolkit} ({cann.active.home})", subject=f"vllm-ascend {va}",
+                    T("vllm-ascend {va} was validated with CANN {cann}; the active toolkit is "
+                      "CANN {toolkit} ({home})",
+                      va=va, cann=row['cann'], toolkit=toolkit, home=cann.active.home),
+                    subject=f"vllm-ascend {va}",
                     evidence={"expected_cann": row["cann"], "cann": toolkit, "source": src},
                     kb="ASC-VER-002", cause=cann_key(toolkit))
     tn = found["torch-npu"]
@@ -195,8 +202,10 @@ def matrix(pkgs: Packages, cann: CannStack | None, know: Knowledge) -> Iterator[
             checked += 1
             if found["torch"] and not _same(_public(found["torch"]), row["torch"]):
                 bad += 1
-                yield Finding.fail(f"torch_npu {tn} extends torch {row['torch']}; found torch "
-                                   f"{found['torch']}", subject=f"torch_npu {tn}",
+                yield Finding.fail(T("torch_npu {tn} extends torch {torch}; found torch "
+                                     "{torch2}",
+                                     tn=tn, torch=row['torch'], torch2=found['torch']),
+                                   subject=f"torch_npu {tn}",
                                    evidence={"expected": row["torch"], "installed": found["torch"],
                                              "source": row["source"]}, kb="ASC-VER-003",
                                    fix="versions.pip-match",
@@ -206,15 +215,18 @@ def matrix(pkgs: Packages, cann: CannStack | None, know: Knowledge) -> Iterator[
             if toolkit and not _cann_eq(toolkit, row["cann"]):
                 bad += 1
                 yield Finding.fail(
-                    f"torch_npu {tn} is built for CANN {row['cann']} (branch {row['branch']}); "
-                    f"the active toolkit is CANN {toolkit} ({cann.active.home}); CANN and "
-                    "torch_npu pair strictly", subject=f"torch_npu {tn}",
+                    T("torch_npu {tn} is built for CANN {cann} (branch {branch}); the active "
+                      "toolkit is CANN {toolkit} ({home}); CANN and torch_npu pair strictly",
+                      tn=tn, cann=row['cann'], branch=row['branch'], toolkit=toolkit,
+                      home=cann.active.home), subject=f"torch_npu {tn}",
                     evidence={"expected_cann": row["cann"], "cann": toolkit,
                               "source": row["source"]}, kb="ASC-VER-003",
                     cause=cann_key(toolkit))
         else:
-            yield Finding.info(f"torch_npu {tn} is not in the torch_npu/CANN table of "
-                               "knowledge/compat.toml; its CANN pairing cannot be checked here",
+            yield Finding.info(T("torch_npu {tn} is not in the torch_npu/CANN table of "
+                                 "knowledge/compat.toml; its CANN pairing cannot be checked "
+                                 "here",
+                                 tn=tn),
                                evidence={"torch_npu": tn})
     if found["torch"] and pkgs.python:
         row = torch_python_row(know.compat, found["torch"])
@@ -222,27 +234,32 @@ def matrix(pkgs: Packages, cann: CannStack | None, know: Knowledge) -> Iterator[
             checked += 1
             if not SpecifierSet(row["python"]).contains(pkgs.python):
                 bad += 1
-                yield Finding.fail(f"torch {found['torch']} supports Python {row['python']}; the "
-                                   f"interpreter is {pkgs.python}",
+                yield Finding.fail(T("torch {torch} supports Python {python}; the interpreter "
+                                     "is {python2}",
+                                     torch=found['torch'], python=row['python'],
+                                     python2=pkgs.python),
                                    evidence={"source": row["source"]}, kb="ASC-VER-002")
     if toolkit and cann.nnal and not _cann_eq(cann.nnal, toolkit):
         bad += 1
-        yield Finding.warn(f"NNAL/ATB {cann.nnal} differs from CANN {toolkit}: vllm-ascend "
-                           "installs NNAL at the CANN version (libatb.so is built against it)",
+        yield Finding.warn(T("NNAL/ATB {nnal} differs from CANN {toolkit}: vllm-ascend installs"
+                             " NNAL at the CANN version (libatb.so is built against it)",
+                             nnal=cann.nnal, toolkit=toolkit),
                            evidence={"nnal": cann.nnal, "cann": toolkit}, kb="ASC-VER-002")
     if not bad:
         what = ", ".join(f"{n} {v}" for n, v in found.items() if v)
         if toolkit:
             what += f", CANN {toolkit}"
         if checked:
-            yield Finding.passed(f"{what}: consistent with the compatibility matrix",
+            yield Finding.passed(T("{what}: consistent with the compatibility matrix",
+                                   what=what),
                                  evidence={"versions": found, "cann": toolkit})
             return
         absent = [n for n, v in found.items() if not v] + ([] if toolkit else ["CANN toolkit"])
         parts = ([f"{', '.join(absent)} not found"] if absent else []) + (
             [f"{what} not in knowledge/compat.toml"] if what else [])
-        yield Finding.skip(f"nothing to compare against the matrix: {'; '.join(parts)} "
-                           f"(packages from {pkgs.source})",
+        yield Finding.skip(T("nothing to compare against the matrix: {v} (packages from "
+                             "{source})",
+                             v='; '.join(parts), source=pkgs.source),
                            evidence={"versions": found, "cann": toolkit, "absent": absent})
 
 
@@ -332,38 +349,44 @@ def driver_cann(cann: CannStack) -> Iterator[Finding]:
 def cann_upgrade(cann: CannStack) -> Iterator[Finding]:
     with_cfg = [t for t in cann.toolkits if t.version_cfg is not None]
     if not with_cfg:
-        yield Finding.skip("no toolkit with a version.cfg was found")
+        yield Finding.skip(T("no toolkit with a version.cfg was found"))
         return
     for tk in with_cfg:
         partial = tk.version_cfg.partial_upgrades()
         if partial:
             parts = [f"{c}: running {r.inner}:{r.cann}, installed {i.inner}:{i.cann}"
                      for c, r, i in partial]
-            yield Finding.fail(f"{tk.real}/version.cfg: {len(partial)} component(s) run another "
-                               f"version than installed (partial upgrade): {'; '.join(parts)}",
+            yield Finding.fail(T("{real}/version.cfg: {n_partial} component(s) run another "
+                                 "version than installed (partial upgrade): {v}",
+                                 real=tk.real, n_partial=len(partial), v='; '.join(parts)),
                                subject=tk.real, evidence={"components": parts}, kb="ASC-VER-005")
         else:
-            yield Finding.passed(f"{tk.real}/version.cfg: all {len(tk.version_cfg.components)} "
-                                 "components run their installed version", subject=tk.real)
+            yield Finding.passed(T("{real}/version.cfg: all {n_components} components run their"
+                                   " installed version",
+                                   real=tk.real, n_components=len(tk.version_cfg.components)),
+                                 subject=tk.real)
 
 
 @check("versions.driver-active", title="The installed NPU driver is the one running",
        category=Category.VERSIONS, tags=("versions", "driver", "npu"), timeout=45.0)
 def driver_active(cann: CannStack, smi: NpuSmi) -> Iterator[Finding]:
     if cann.driver is None:
-        yield Finding.skip("no /usr/local/Ascend/driver/version.info")
+        yield Finding.skip(T("no /usr/local/Ascend/driver/version.info"))
         return
     if smi.info is None or not smi.info.driver_version:
-        yield Finding.skip("npu-smi info gave no driver version (see npu.smi)")
+        yield Finding.skip(T("npu-smi info gave no driver version (see npu.smi)"))
         return
     installed, running = cann.driver.version, smi.info.driver_version
     if installed.lower() != running.lower():
-        yield Finding.fail(f"driver {installed} is installed (driver/version.info) but npu-smi "
-                           f"reports {running}: the new driver is not active until the host "
-                           "reboots", evidence={"installed": installed, "running": running},
+        yield Finding.fail(T("driver {installed} is installed (driver/version.info) but npu-smi"
+                             " reports {running}: the new driver is not active until the host "
+                             "reboots",
+                             installed=installed, running=running),
+                           evidence={"installed": installed, "running": running},
                            kb="ASC-VER-006")
     else:
-        yield Finding.passed(f"driver {installed} is installed and running")
+        yield Finding.passed(T("driver {installed} is installed and running",
+                               installed=installed))
 
 
 @check("versions.platform-plugin", title="vLLM has the Ascend platform plugin",
@@ -371,21 +394,23 @@ def driver_active(cann: CannStack, smi: NpuSmi) -> Iterator[Finding]:
 def platform_plugin(pkgs: Packages) -> Iterator[Finding]:
     vllm = pkgs.get("vllm")
     if vllm is None:
-        yield Finding.skip(f"vLLM is not installed ({pkgs.source})")
+        yield Finding.skip(T("vLLM is not installed ({source})",
+                             source=pkgs.source))
         return
     plugins = [(p.name, ep[1], ep[2]) for p in pkgs.packages.values() for ep in p.entry_points
                if ep[0] == "vllm.platform_plugins"]
     if not plugins:
         yield Finding.fail(
-            f"vllm {vllm.version} is installed but no package provides a vllm.platform_plugins "
-            "entry point: vLLM will look for CUDA (a plain `pip install vllm`); install "
-            "vllm-ascend", subject=f"vllm {vllm.version}",
+            T("vllm {version} is installed but no package provides a vllm.platform_plugins "
+              "entry point: vLLM will look for CUDA (a plain `pip install vllm`); install "
+              "vllm-ascend",
+              version=vllm.version), subject=f"vllm {vllm.version}",
             evidence={"vllm": vllm.version, "vllm_ascend": pkgs.version("vllm-ascend")},
             kb="ASC-VER-007", fix="versions.pip-match",
             fix_params={"package": "vllm-ascend", "requirement": f"vllm-ascend=={vllm.version}"})
         return
-    yield Finding.passed("vllm platform plugins: " + ", ".join(f"{n} ({e} = {v})"
-                                                               for n, e, v in plugins))
+    yield Finding.passed(T("vllm platform plugins: {plugins}",
+                           plugins=", ".join(f"{n} ({e} = {v})" for n, e, v in plugins)))
 
 
 CHIP_FAMILIES = (("310P", re.compile(r"^310P", re.I)), ("A2", re.compile(r"^910B", re.I)),
@@ -404,7 +429,7 @@ def chip_family(name: str) -> str | None:
        category=Category.VERSIONS, tags=("versions", "npu"), timeout=45.0)
 def chip_match(build: VllmAscendBuild, smi: NpuSmi) -> Iterator[Finding]:
     if smi.info is None or not smi.info.chips:
-        yield Finding.skip("npu-smi info gave no NPU rows (see npu.smi)")
+        yield Finding.skip(T("npu-smi info gave no NPU rows (see npu.smi)"))
         return
     names = sorted({c.name for c in smi.info.chips})
     board = smi.board.pairs if smi.board and smi.board.pairs else ()
@@ -413,18 +438,21 @@ def chip_match(build: VllmAscendBuild, smi: NpuSmi) -> Iterator[Finding]:
     if not fams and board_name:
         fams = {chip_family(board_name)} - {None}
     if not fams:
-        yield Finding.info(f"chip name(s) {', '.join(names)} are not a known family; "
-                           f"vllm-ascend was built for {build.device_type}")
+        yield Finding.info(T("chip name(s) {v} are not a known family; vllm-ascend was built "
+                             "for {device_type}",
+                             v=', '.join(names), device_type=build.device_type))
         return
     want = build.device_type.upper()
     if want not in {f.upper() for f in fams}:
-        yield Finding.fail(f"vllm-ascend was built for {build.device_type} ({build.path}) but "
-                           f"npu-smi shows {', '.join(names)} ({'/'.join(sorted(fams))})",
+        yield Finding.fail(T("vllm-ascend was built for {device_type} ({path}) but npu-smi "
+                             "shows {v} ({v2})",
+                             device_type=build.device_type, path=build.path, v=', '.join(names),
+                             v2='/'.join(sorted(fams))),
                            evidence={"device_type": build.device_type, "chips": names},
                            kb="ASC-VER-008")
     else:
-        yield Finding.passed(f"vllm-ascend built for {build.device_type}; npu-smi shows "
-                             f"{', '.join(names)}")
+        yield Finding.passed(T("vllm-ascend built for {device_type}; npu-smi shows {v}",
+                               device_type=build.device_type, v=', '.join(names)))
 
 
 def _num(v: str) -> tuple[int, ...]:
@@ -436,21 +464,25 @@ def _num(v: str) -> tuple[int, ...]:
 def driver_firmware(cann: CannStack) -> Iterator[Finding]:
     drv, fw = cann.driver, cann.firmware
     if drv is None or fw is None:
-        yield Finding.skip("needs both /usr/local/Ascend/driver/version.info and "
-                           "/usr/local/Ascend/firmware/version.info")
+        yield Finding.skip(T("needs both /usr/local/Ascend/driver/version.info and "
+                             "/usr/local/Ascend/firmware/version.info"))
         return
     ranges = [r.split(",") for r in drv.compatible_version_fw if r.count(",") == 1]
     if not ranges:
-        yield Finding.info(f"driver {drv.version} lists no compatible_version_fw range")
+        yield Finding.info(T("driver {version} lists no compatible_version_fw range",
+                             version=drv.version))
         return
     have = _num(fw.version)
     ok = any(_num(lo) <= have <= _num(hi) for lo, hi in ranges)
     text = ", ".join(f"[{lo},{hi}]" for lo, hi in ranges)
     ev = {"firmware": fw.version, "driver": drv.version, "compatible_version_fw": text}
     if ok:
-        yield Finding.passed(f"firmware {fw.version} is within driver {drv.version}'s range {text}",
+        yield Finding.passed(T("firmware {version} is within driver {version2}'s range {text}",
+                               version=fw.version, version2=drv.version, text=text),
                              evidence=ev)
     else:
-        yield Finding.fail(f"firmware {fw.version} is outside driver {drv.version}'s "
-                           f"compatible_version_fw {text}: upgrade the firmware package to "
-                           "the one released with the driver", evidence=ev, kb="ASC-VER-004")
+        yield Finding.fail(T("firmware {version} is outside driver {version2}'s "
+                             "compatible_version_fw {text}: upgrade the firmware package to the"
+                             " one released with the driver",
+                             version=fw.version, version2=drv.version, text=text),
+                           evidence=ev, kb="ASC-VER-004")
