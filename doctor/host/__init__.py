@@ -14,11 +14,11 @@ name is importable from ``ascend_doctor.host`` as before.
 from __future__ import annotations
 
 from .api import (DEFAULT_HTTP_CAP, DEFAULT_OUTPUT_CAP, DEFAULT_READ_LIMIT, CommandResult,
-                  Connection, Host, HostInfo, HttpResponse, ProcInfo, StatInfo, _int_or,
-                  _os_release, norm, proc_info_from_files)
+                  Connection, Host, HostInfo, HttpResponse, ProcInfo, StatInfo, norm,
+                  proc_info_from_files)
 from .live import LiveHost
 from .run import http_get, run_capped
-from .sysroot import SysrootPaths, _os_error
+from .sysroot import SysrootPaths
 
 __all__ = ["DEFAULT_HTTP_CAP", "DEFAULT_OUTPUT_CAP", "DEFAULT_READ_LIMIT", "CommandResult",
            "Connection", "Host", "HostInfo", "HttpResponse", "LiveHost", "ProcInfo",

@@ -7,9 +7,9 @@ import pytest
 
 from ascend_doctor.checks.versions import cann_upgrade, driver_active, driver_cann
 from ascend_doctor.errors import ParseError
-from ascend_doctor.host import CommandResult, LiveHost
+from ascend_doctor.host import CommandResult
 from ascend_doctor.model import Status
-from ascend_doctor.probes.cann import (CannStack, DriverVersion, Toolkit, c_number, gather_cann,
+from ascend_doctor.probes.cann import (CannStack, Toolkit, c_number, gather_cann,
                                 parse_driver_version_info, parse_firmware_version_info,
                                 parse_toolkit_install_info, parse_version_cfg)
 from ascend_doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
