@@ -3,7 +3,6 @@ on sysroots where shell scripts stand in for npu-smi (healthy, hot, DCMI failure
 
 from __future__ import annotations
 
-
 import pytest
 
 import ascend_doctor.probes.npusmi as npusmi
