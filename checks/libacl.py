@@ -9,12 +9,12 @@ from dataclasses import replace
 from typing import Iterator
 
 from ascend_doctor.checks.ldconf import STALE_CACHE, unread_key
-
-from ascend_doctor.host import Host
+from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.ascendfiles import ActiveToolkit, AscendLibIndex, MappedLibs, version_dir
-from ascend_doctor.probes.ldconf import LdConfState, LdSoConf
+from ascend_doctor.probes.ldconf import LdSoConf
 from ascend_doctor.probes.libresolve import LibResolution, Resolution
+from ascend_doctor.probes.libsearch import LibSearchContext
 from ascend_doctor.probes.procs import ServiceEnv
 from ascend_doctor.registry import check
 
@@ -41,58 +41,51 @@ def _short(path: str, n: int = 3) -> str:
     return "/".join(parts[-n:]) if len(parts) > n + 1 else path
 
 
+def _libraries(n: int) -> str:
+    return "library" if n == 1 else "libraries"
+
+
 def _tried_text(r: Resolution) -> str:
     t = list(r.tried)
     more = f", … {len(t) - SHOW_DIRS} more" if len(t) > SHOW_DIRS else ""
     return "; ".join(t[:SHOW_DIRS]) + more
 
 
-def _in_container(host: Host) -> bool:
-    return host.exists("/.dockerenv") or host.exists("/run/.containerenv")
-
-
 @check("libacl.resolve", title="ld.so finds every library torch_npu / vllm_ascend need",
        category=Category.LIBS, tags=("libs", "libacl"))
-def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, host: Host,
-            conf: LdSoConf | None, state: LdConfState | None = None) -> Iterator[Finding]:
+def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, ctx: LibSearchContext,
+            conf: LdSoConf | None) -> Iterator[Finding]:
     envtext = (f"LD_LIBRARY_PATH from {lr.env_source}: "
                + (":".join(lr.ld_library_path) if lr.ld_library_path else "(unset)"))
     for c in lr.closures:
         if c.error:
-            yield Finding.error(f"cannot read {c.target} as an ELF file: {c.error}",
+            yield Finding.error(T("cannot read {target} as an ELF file: {reason}",
+                                  target=c.target, reason=c.error),
                                 subject=c.target, evidence={"target": c.target,
                                                             "reason": c.error})
     foreign = [c for c in lr.closures if c.foreign]
     if foreign:
         yield Finding.info(
-            f"{len(foreign)} shared object(s) are built for another machine and are not loaded "
-            f"by this host's ld.so (e.g. {_short(foreign[0].target)}: {foreign[0].foreign})",
+            T("{n} shared object(s) are built for another machine and are not loaded by this "
+              "host's ld.so (e.g. {example}: {why})", n=len(foreign),
+              example=_short(foreign[0].target), why=foreign[0].foreign),
             evidence={"files": [c.target for c in foreign]})
-    own_llp = [p for p in host.environ().get("LD_LIBRARY_PATH", "").split(":") if p]
     conf_dirs = {d.path: d.origin for d in conf.search_dirs} if conf else {}
-    # directories named only in conf files ldconfig does not read (ldconf.reached)
-    unread: dict[str, tuple[str, str]] = {}  # dir -> (conf file, how the report names it)
-    for u in (state.unreached if state else ()):
-        for d in u.ascend_dirs:
-            unread.setdefault(d, (u.path, u.path))
-            real = host.realpath(d)
-            if real != d:
-                unread.setdefault(real, (u.path, f"{u.path} (as {d})"))
     groups: dict[str, list[Resolution]] = {}
     for r in lr.unresolved:
         groups.setdefault(r.name, []).append(r)
     for name, rs in groups.items():
-        yield _unresolved(name, rs, lr, env, index, own_llp, conf_dirs, unread, host)
+        yield _unresolved(name, rs, lr, env, index, conf_dirs, ctx)
     if not groups:
         n = sum(len(c.resolutions) for c in lr.closures)
         yield Finding.passed(
-            f"all {n} DT_NEEDED entries of {len(lr.closures) - len(foreign)} ELF file(s) "
-            f"resolve ({envtext}; {lr.preload_note})",
+            T("all {n} DT_NEEDED entries of {files} ELF file(s) resolve ({env}; {preload})",
+              n=n, files=len(lr.closures) - len(foreign), env=envtext, preload=lr.preload_note),
             evidence={"env_source": lr.env_source, "ld_library_path": list(lr.ld_library_path),
                       "preload": lr.preload_note, "targets": [c.target for c in lr.closures]})
     else:
-        yield Finding.info(f"resolved in the service's environment — {envtext}; "
-                           f"{lr.preload_note}",
+        yield Finding.info(T("resolved in the service's environment — {env}; {preload}",
+                             env=envtext, preload=lr.preload_note),
                            evidence={"env_source": lr.env_source, "pid": lr.service_pid,
                                      "ld_library_path": list(lr.ld_library_path),
                                      "default_dirs": list(lr.default_dirs),
@@ -100,11 +93,11 @@ def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, host: Hos
 
 
 def _unresolved(name: str, rs: list[Resolution], lr: LibResolution, env: ServiceEnv,
-                index: AscendLibIndex, own_llp: list[str], conf_dirs: dict[str, str],
-                unread: dict[str, tuple[str, str]], host: Host) -> Finding:
+                index: AscendLibIndex, conf_dirs: dict[str, str],
+                ctx: LibSearchContext) -> Finding:
     """The finding for one unresolved soname; it establishes ``libs.missing:<name>`` and
     names what explains it (an unread conf file, a stale cache) when the facts show it."""
-    f = _unresolved_finding(name, rs, lr, env, index, own_llp, conf_dirs, unread, host)
+    f = _unresolved_finding(name, rs, lr, env, index, conf_dirs, ctx)
     return replace(f, cause=missing_key(name))
 
 
@@ -114,8 +107,9 @@ def missing_key(name: str) -> str:
 
 
 def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env: ServiceEnv,
-                        index: AscendLibIndex, own_llp: list[str], conf_dirs: dict[str, str],
-                        unread: dict[str, tuple[str, str]], host: Host) -> Finding:
+                        index: AscendLibIndex, conf_dirs: dict[str, str],
+                        ctx: LibSearchContext) -> Finding:
+    unread = ctx.unread_dirs
     first = rs[0]
     needers = [r.needed_by for r in rs]
     shown = [_short(n) for n in dict.fromkeys(needers)]
@@ -128,50 +122,67 @@ def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env:
                 "env_source": lr.env_source, "ld_library_path": list(lr.ld_library_path)}
     if first.error:
         return Finding.fail(
-            f"{name} needed by {who}: ld.so stops at {first.error} (not a loadable ELF file); "
-            f"tried {_tried_text(first)}", subject=name, evidence=evidence, kb="ASC-LIB-012")
-    head = f"{name} needed by {who} is not found; tried in order: {_tried_text(first)}"
-    if first.skipped:
-        head += f"; skipped {len(first.skipped)} of the wrong class/machine ({first.skipped[0]})"
+            T("{name} needed by {who}: ld.so stops at {error} (not a loadable ELF file); tried "
+              "{tried}", name=name, who=who, error=first.error, tried=_tried_text(first)),
+            subject=name, evidence=evidence, kb="ASC-LIB-012")
+    # every "not found" message starts with the same words: name, needers, the search order
+    a = {"name": name, "who": who, "tried": _tried_text(first),
+         "skipped": (f"; skipped {len(first.skipped)} of the wrong class/machine "
+                     f"({first.skipped[0]})" if first.skipped else "")}
     if elsewhere:
         d = posixpath.dirname(elsewhere[0])
-        where = f"; a file of that name exists at {elsewhere[0]}, outside the search path"
+        a.update(found=elsewhere[0], dir=d, env_source=lr.env_source)
         if d in conf_dirs:
             return Finding.fail(
-                head + where + f" — {d} is configured ({conf_dirs[d]}) but /etc/ld.so.cache does "
-                "not list it: the cache is stale or ldconfig skipped the conf file; run ldconfig",
+                T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
+                  "; a file of that name exists at {found}, outside the search path"
+                  " — {dir} is configured "
+                  "({origin}) but /etc/ld.so.cache does not list it: the cache is stale or "
+                  "ldconfig skipped the conf file; run ldconfig", origin=conf_dirs[d], **a),
                 subject=name, evidence=evidence, kb=("ASC-LIB-005", "ASC-LIB-004"),
                 fix="ldconf.ascend-conf", fix_params={"dirs": [d], "library": name},
                 explained_by=STALE_CACHE)
         if d in unread:
             conf_path, named = unread[d]
             return Finding.fail(
-                head + where + f" — {d} is named in {named}, which ldconfig does not read "
-                "(not included from /etc/ld.so.conf, or not world-readable): fix the conf and run "
-                "ldconfig, or put it on the service's LD_LIBRARY_PATH",
+                T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
+                  "; a file of that name exists at {found}, outside the search path"
+                  " — {dir} is named in "
+                  "{conf}, which ldconfig does not read (not included from /etc/ld.so.conf, or "
+                  "not world-readable): fix the conf and run ldconfig, or put it on the "
+                  "service's LD_LIBRARY_PATH", conf=named, **a),
                 subject=name, evidence={**evidence, "unread_conf": named},
                 kb=("ASC-LIB-002", "ASC-LIB-004", "ASC-LIB-001"), fix="ldconf.ascend-conf",
                 fix_params={"dirs": [d], "library": name, "conf": named},
                 explained_by=unread_key(conf_path))
-        if d in own_llp and env.pid is not None:
-            why = (f" — {d} is on the doctor's own LD_LIBRARY_PATH but not on the service's "
-                   f"({lr.env_source}): the variable was exported in a shell and never reached "
-                   "the service")
+        if d in ctx.own_ld_library_path and env.pid is not None:
+            msg = T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
+                    "; a file of that name exists at {found}, outside the search path"
+                    " — {dir} is on the "
+                    "doctor's own LD_LIBRARY_PATH but not on the service's ({env_source}): the "
+                    "variable was exported in a shell and never reached the service", **a)
         else:
-            why = (f" — neither LD_LIBRARY_PATH (from {lr.env_source}) nor ld.so.conf "
-                   f"names {d}; source set_env.sh in the service's environment")
-        return Finding.fail(head + where + why, subject=name, evidence=evidence,
+            msg = T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
+                    "; a file of that name exists at {found}, outside the search path"
+                    " — neither "
+                    "LD_LIBRARY_PATH (from {env_source}) nor ld.so.conf names {dir}; source "
+                    "set_env.sh in the service's environment", **a)
+        return Finding.fail(msg, subject=name, evidence=evidence,
                             kb="ASC-LIB-001", fix="service.env",
                             fix_params={"add_ld_library_path": [d], "library": name,
                                         "pid": env.pid, "env_source": lr.env_source})
     pkg = PACKAGE_OF.get(name, "CANN package that ships it")
     roots = ", ".join(index.roots)
-    if name in DRIVER_LIBS and _in_container(host):
-        return Finding.fail(head + f"; no {name} under {roots}: inside a container the host's "
-                            "/usr/local/Ascend/driver/lib64 must be mounted",
+    if name in DRIVER_LIBS and ctx.in_container:
+        return Finding.fail(T("{name} needed by {who} is not found; tried in order: {tried}"
+                              "{skipped}; no {name} under {roots}: "
+                              "inside a container the host's /usr/local/Ascend/driver/lib64 "
+                              "must be mounted", roots=roots, **a),
                             subject=name, evidence=evidence, kb="ASC-LIB-007")
-    return Finding.fail(head + f"; no file of that name under {roots}: the {pkg} is not "
-                        "installed (or installed elsewhere)", subject=name,
+    return Finding.fail(T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
+                          "; no file of that name under "
+                          "{roots}: the {pkg} is not installed (or installed elsewhere)",
+                          roots=roots, pkg=pkg, **a), subject=name,
                         evidence={**evidence, "package": pkg},
                         kb=("ASC-LIB-006", "ASC-LIB-007") if name in DRIVER_LIBS
                         else "ASC-LIB-006")
@@ -195,17 +206,19 @@ def cann_version(lr: LibResolution, active: ActiveToolkit) -> Iterator[Finding]:
     for vd, rs in off.items():
         names = sorted({r.name for r in rs})
         yield Finding.warn(
-            f"{len(names)} librar{'y' if len(names) == 1 else 'ies'} resolve into {vd}, not the "
-            f"active toolkit ({links}): {', '.join(names[:6])}"
-            + (f" (first via {rs[0].via}, needed by {_short(rs[0].needed_by)})"),
+            T("{n} {libs} resolve into {vd}, not the active toolkit ({links}): {names} (first "
+              "via {via}, needed by {needer})", n=len(names), libs=_libraries(len(names)),
+              vd=vd, links=links, names=", ".join(names[:6]), via=rs[0].via,
+              needer=_short(rs[0].needed_by)),
             subject=vd, evidence={"version_dir": vd, "active": active.links,
                                   "libraries": {r.name: r.real or r.path for r in rs}},
             kb="ASC-LIB-008", fix="service.env",
             fix_params={"stale_dir": vd, "active": sorted(want)})
     if not off:
-        yield Finding.passed(f"{total} Ascend librar{'y' if total == 1 else 'ies'} resolve inside "
-                             f"the active toolkit ({links})" if total else
-                             f"no library resolves into a CANN version directory ({links})",
+        yield Finding.passed(T("{n} Ascend {libs} resolve inside the active toolkit ({links})",
+                               n=total, libs=_libraries(total), links=links) if total else
+                             T("no library resolves into a CANN version directory ({links})",
+                               links=links),
                              evidence={"active": active.links})
 
 
@@ -226,18 +239,20 @@ def maps(lr: LibResolution, mapped: MappedLibs) -> Iterator[Finding]:
         if not r.found:
             diffs += 1
             yield Finding.warn(
-                f"pid {mapped.pid} has {path} mapped, but the static resolution in "
-                f"{lr.env_source} does not find {name}: the process was started with another "
-                "environment or loaded it by dlopen with a full path",
+                T("pid {pid} has {path} mapped, but the static resolution in {env_source} does "
+                  "not find {name}: the process was started with another environment or loaded "
+                  "it by dlopen with a full path", pid=mapped.pid, path=path,
+                  env_source=lr.env_source, name=name),
                 subject=name, evidence={"mapped": path, "tried": list(r.tried)}, kb="ASC-LIB-001")
         elif (r.real or r.path) != path and r.path != path:
             diffs += 1
             yield Finding.warn(
-                f"pid {mapped.pid} maps {path}, the static resolution picks {r.real or r.path} "
-                f"for {name} (via {r.via})", subject=name,
+                T("pid {pid} maps {path}, the static resolution picks {static} for {name} (via "
+                  "{via})", pid=mapped.pid, path=path, static=r.real or r.path, name=name,
+                  via=r.via), subject=name,
                 evidence={"mapped": path, "static": r.real or r.path}, kb="ASC-LIB-008")
     if not diffs:
         yield Finding.passed(
-            f"pid {mapped.pid} maps {len(ascend_live)} Ascend librar"
-            f"{'y' if len(ascend_live) == 1 else 'ies'}, all where the static resolution "
-            "puts them", evidence={"mapped": ascend_live})
+            T("pid {pid} maps {n} Ascend {libs}, all where the static resolution puts them",
+              pid=mapped.pid, n=len(ascend_live), libs=_libraries(len(ascend_live))),
+            evidence={"mapped": ascend_live})

@@ -7,10 +7,12 @@ Thresholds come from the seeds: temperature below 75 °C is normal (000_93c34712
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
+from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.devices import ContainerInfo
+from ascend_doctor.probes.kbfact import Knowledge
 from ascend_doctor.probes.npusmi import NpuSmi, NpuSmiInfo, kv_get
 from ascend_doctor.probes.procs import ServiceProcesses
 from ascend_doctor.probes.livepids import ProcessTable
@@ -24,44 +26,50 @@ SMI_CHECK_TIMEOUT_S = 45.0
 HEALTH_RANK = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 2}
 
 
-def _kb_for_output(text: str) -> list[str]:
-    from ascend_doctor import knowledge
-    return [m.entry.id for m in knowledge.load().match_lines(text.splitlines())][:3]
+def _kb_for_output(know: Knowledge, text: str) -> list[str]:
+    return [m.entry.id for m in know.match_lines(text.splitlines())][:3]
 
 
-def _unusable(smi: NpuSmi) -> Finding | None:
+def _with_table(smi: NpuSmi, rule: Callable[[NpuSmi], Iterator[Finding]]) -> Iterator[Finding]:
+    """The rule over npu-smi's table, or one skip when npu-smi gave none (npu.smi says why)."""
     if smi.info is None:
-        return Finding.skip("npu-smi info did not give a table (see npu.smi)")
-    return None
+        yield Finding.skip(T("npu-smi info did not give a table (see npu.smi)"))
+        return
+    yield from rule(smi)
 
 
 @check("npu.smi", title="npu-smi answers", category=Category.NPU, tags=("npu",),
        timeout=SMI_CHECK_TIMEOUT_S)
-def smi_runs(smi: NpuSmi) -> Iterator[Finding]:
+def smi_runs(smi: NpuSmi, know: Knowledge) -> Iterator[Finding]:
     cmd = " ".join(smi.argv)
     if smi.result.timed_out:
-        yield Finding.error(f"`{cmd}` did not answer within {smi.result.duration_s:.1f} s and was "
-                            "killed: the driver or a device is hung (npu-smi blocks in DCMI)",
+        yield Finding.error(T("`{cmd}` did not answer within {s} s and was killed: the driver or "
+                              "a device is hung (npu-smi blocks in DCMI)", cmd=cmd,
+                              s=f"{smi.result.duration_s:.1f}"),
                             subject="npu-smi", evidence={"output": smi.output[-2000:]},
                             kb="ASC-NPU-004")
         return
     if smi.result.returncode != 0:
-        kb = _kb_for_output(smi.output) or ["ASC-NPU-004"]
+        kb = _kb_for_output(know, smi.output) or ["ASC-NPU-004"]
         last = (smi.output.strip().splitlines() or ["no output"])[-1]
-        yield Finding.fail(f"`{cmd}` exited {smi.result.returncode}: {last}", subject="npu-smi",
+        yield Finding.fail(T("`{cmd}` exited {rc}: {last}", cmd=cmd, rc=smi.result.returncode,
+                             last=last), subject="npu-smi",
                            evidence={"output": smi.output[-4000:]}, kb=kb)
         return
     if smi.parse_error:
-        yield Finding.error(f"cannot parse `{cmd}` output: {smi.parse_error}", subject="npu-smi",
+        yield Finding.error(T("cannot parse `{cmd}` output: {reason}", cmd=cmd,
+                              reason=smi.parse_error), subject="npu-smi",
                             evidence={"output": smi.output[-2000:]})
         return
     info = smi.info
     hung = [s for s in smi.health.values() if s.timed_out]
     if hung:
-        yield Finding.error(f"`{' '.join(hung[0].argv)}` did not answer: {hung[0].failure}",
+        yield Finding.error(T("`{cmd}` did not answer: {reason}", cmd=" ".join(hung[0].argv),
+                              reason=hung[0].failure),
                             subject="npu-smi", kb="ASC-NPU-004")
-    yield Finding.passed(f"npu-smi {info.tool_version} (driver {info.driver_version}): "
-                         f"{len(info.npu_ids)} NPU(s), {len(info.chips)} chip(s)",
+    yield Finding.passed(T("npu-smi {tool} (driver {driver}): {npus} NPU(s), {chips} chip(s)",
+                           tool=info.tool_version, driver=info.driver_version,
+                           npus=len(info.npu_ids), chips=len(info.chips)),
                          evidence={"npus": info.npu_ids, "chips": chip_table(info)})
 
 
@@ -79,10 +87,13 @@ def chip_table(info: NpuSmiInfo) -> list[dict]:
 @check("npu.health", title="Every NPU reports health OK", category=Category.NPU,
        tags=("npu", "health"), timeout=SMI_CHECK_TIMEOUT_S)
 def health(smi: NpuSmi) -> Iterator[Finding]:
-    skip = _unusable(smi)
-    if skip:
-        yield skip
-        return
+    yield from _with_table(smi, _health)
+
+
+HEALTH_WORDS = {1: "minor fault", 2: "major fault", 3: "critical fault"}
+
+
+def _health(smi: NpuSmi) -> Iterator[Finding]:
     bad = 0
     for chip in smi.info.chips:
         detail = smi.health.get(chip.npu)
@@ -91,25 +102,25 @@ def health(smi: NpuSmi) -> Iterator[Finding]:
         worst = max(words, key=lambda w: HEALTH_RANK.get(w, 2))
         codes = [c for c in (kv_get(detail.pairs, "Error Code") if detail else []) if c != "NA"]
         subject = f"NPU {chip.npu} chip {chip.chip}"
-        msg = (f"{subject} ({chip.name}, {chip.bus_id}) health {worst}"
-               + (f", error code {', '.join(codes)}" if codes else ""))
         rank = HEALTH_RANK.get(worst, 2)
         if rank == 0:
             continue
         bad += 1
         ev = {"table": chip.health, "detail": words[1:], "error_codes": codes}
-        if rank == 1:
-            yield Finding.warn(msg + " (minor fault)", subject=subject, evidence=ev, kb="ASC-NPU-001")
-        else:
-            yield Finding.fail(msg + (" (device absent or not started)" if worst == "UNKNOWN"
-                                      else " (major fault)" if rank == 2 else " (critical fault)"),
-                               subject=subject, evidence=ev, kb="ASC-NPU-001")
+        what = ("device absent or not started" if worst == "UNKNOWN"
+                else HEALTH_WORDS.get(rank, "critical fault"))
+        msg = T("{subject} ({name}, {bus}) health {worst}{codes} ({what})", subject=subject,
+                name=chip.name, bus=chip.bus_id, worst=worst, what=what,
+                codes=f", error code {', '.join(codes)}" if codes else "")
+        make = Finding.warn if rank == 1 else Finding.fail
+        yield make(msg, subject=subject, evidence=ev, kb="ASC-NPU-001")
     for npu, sub in sorted(smi.health.items()):
         if sub.failure and not sub.timed_out:
-            yield Finding.warn(f"`{' '.join(sub.argv)}` failed: {sub.failure}",
+            yield Finding.warn(T("`{cmd}` failed: {reason}", cmd=" ".join(sub.argv),
+                                 reason=sub.failure),
                                subject=f"NPU {npu}")
     if not bad:
-        yield Finding.passed(f"all {len(smi.info.chips)} chip(s) report health OK")
+        yield Finding.passed(T("all {n} chip(s) report health OK", n=len(smi.info.chips)))
 
 
 def hot_key(npu: object) -> str:
@@ -120,10 +131,10 @@ def hot_key(npu: object) -> str:
 @check("npu.temperature", title="NPU temperatures are below 75 °C", category=Category.NPU,
        tags=("npu", "health"), timeout=SMI_CHECK_TIMEOUT_S)
 def temperature(smi: NpuSmi) -> Iterator[Finding]:
-    skip = _unusable(smi)
-    if skip:
-        yield skip
-        return
+    yield from _with_table(smi, _temperature)
+
+
+def _temperature(smi: NpuSmi) -> Iterator[Finding]:
     temps = {f"{c.npu}/{c.chip}": c.temp_c for c in smi.info.chips}
     bad = 0
     for c in smi.info.chips:
@@ -132,19 +143,22 @@ def temperature(smi: NpuSmi) -> Iterator[Finding]:
         subject = f"NPU {c.npu} chip {c.chip}"
         if c.temp_c >= TEMP_FAIL_C:
             bad += 1
-            yield Finding.fail(f"{subject} is at {c.temp_c} °C (≥ {TEMP_FAIL_C} °C: the chip "
-                               "throttles; check fans and airflow)", subject=subject,
+            yield Finding.fail(T("{subject} is at {t} °C (≥ {limit} °C: the chip throttles; check "
+                                 "fans and airflow)", subject=subject, t=c.temp_c,
+                                 limit=TEMP_FAIL_C), subject=subject,
                                evidence={"temp_c": c.temp_c, "all": temps}, kb="ASC-NPU-002",
                                cause=hot_key(c.npu))
         elif c.temp_c >= TEMP_WARN_C:
             bad += 1
-            yield Finding.warn(f"{subject} is at {c.temp_c} °C (≥ {TEMP_WARN_C} °C, normal is "
-                               f"below; throttling starts at {TEMP_FAIL_C} °C)", subject=subject,
+            yield Finding.warn(T("{subject} is at {t} °C (≥ {limit} °C, normal is below; "
+                                 "throttling starts at {fail} °C)", subject=subject, t=c.temp_c,
+                                 limit=TEMP_WARN_C, fail=TEMP_FAIL_C), subject=subject,
                                evidence={"temp_c": c.temp_c, "all": temps}, kb="ASC-NPU-002")
     if not bad:
         known = [t for t in temps.values() if t is not None]
-        yield Finding.passed(f"hottest chip {max(known)} °C (< {TEMP_WARN_C} °C)" if known else
-                             "npu-smi reports no temperatures", evidence={"all": temps})
+        yield Finding.passed(T("hottest chip {t} °C (< {limit} °C)", t=max(known),
+                               limit=TEMP_WARN_C) if known else
+                             T("npu-smi reports no temperatures"), evidence={"all": temps})
 
 
 def _service_procs(procs: ServiceProcesses | None) -> list:
@@ -187,10 +201,11 @@ def _chips(cs) -> str:
 def hbm(smi: NpuSmi, procs: ServiceProcesses | None,
         container: ContainerInfo | None = None) -> Iterator[Finding]:
     """One finding per cause: the service's own preallocation, or memory held by others."""
-    skip = _unusable(smi)
-    if skip:
-        yield skip
-        return
+    yield from _with_table(smi, lambda s: _hbm(s, procs, container))
+
+
+def _hbm(smi: NpuSmi, procs: ServiceProcesses | None,
+         container: ContainerInfo | None) -> Iterator[Finding]:
     in_ctr = container is not None and container.in_container
     service_full, other_full = [], []
     for c in smi.info.chips:
@@ -215,53 +230,60 @@ def hbm(smi: NpuSmi, procs: ServiceProcesses | None,
         return "; ".join(f"{_chips([c])} {u} / {t} MB ({p:.1f} %)" for c, u, t, p, _ in rows)
 
     if service_full:
-        yield Finding.info(f"HBM ≥ {HBM_WARN_PCT:.0f} % on {len(service_full)} NPU chip(s), held "
-                           "by the vLLM service: vLLM preallocates --gpu-memory-utilization of "
-                           f"each device ({figures(service_full)})",
+        yield Finding.info(T("HBM ≥ {limit} % on {n} NPU chip(s), held by the vLLM service: vLLM "
+                             "preallocates --gpu-memory-utilization of each device ({figures})",
+                             limit=f"{HBM_WARN_PCT:.0f}", n=len(service_full),
+                             figures=figures(service_full)),
                            subject=_chips([r[0] for r in service_full]), evidence=ev(service_full))
     if other_full:
         who = sorted({f"pid {h.pid} {h.name}" for *_, hs in other_full for h in hs}) or ["no process"]
-        yield Finding.warn(f"HBM ≥ {HBM_WARN_PCT:.0f} % on {len(other_full)} NPU chip(s) not "
-                           f"explained by the vLLM service: {figures(other_full)}; held by "
-                           f"{', '.join(who[:8])}" + (f" and {len(who) - 8} more" if len(who) > 8 else ""),
+        yield Finding.warn(T("HBM ≥ {limit} % on {n} NPU chip(s) not explained by the vLLM "
+                             "service: {figures}; held by {who}{more}",
+                             limit=f"{HBM_WARN_PCT:.0f}", n=len(other_full),
+                             figures=figures(other_full), who=", ".join(who[:8]),
+                             more=f" and {len(who) - 8} more" if len(who) > 8 else ""),
                            subject=_chips([r[0] for r in other_full]), evidence=ev(other_full),
                            kb="ASC-NPU-003")
     if not other_full and not service_full:
         pcts = [100.0 * c.device_used_total[0] / c.device_used_total[1]
                 for c in smi.info.chips if c.device_used_total and c.device_used_total[1]]
-        yield Finding.passed(f"highest HBM use {max(pcts):.1f} % (< {HBM_WARN_PCT:.0f} %)"
-                             if pcts else "npu-smi reports no HBM figures")
+        yield Finding.passed(T("highest HBM use {pct} % (< {limit} %)", pct=f"{max(pcts):.1f}",
+                               limit=f"{HBM_WARN_PCT:.0f}")
+                             if pcts else T("npu-smi reports no HBM figures"))
 
 
 @check("npu.processes", title="NPU memory belongs to live processes", category=Category.NPU,
        tags=("npu", "memory", "processes"), timeout=SMI_CHECK_TIMEOUT_S)
 def processes(smi: NpuSmi, table: ProcessTable, container: ContainerInfo | None,
               procs: ServiceProcesses | None = None) -> Iterator[Finding]:
-    skip = _unusable(smi)
-    if skip:
-        yield skip
-        return
+    yield from _with_table(smi, lambda s: _processes(s, table, container, procs))
+
+
+def _processes(smi: NpuSmi, table: ProcessTable, container: ContainerInfo | None,
+               procs: ServiceProcesses | None) -> Iterator[Finding]:
     per_npu: dict[int, list[str]] = {}
     for p in smi.info.processes:
         per_npu.setdefault(p.npu, []).append(f"{p.pid} {p.name} ({p.mem_mb} MB)")
     listing = "; ".join(f"NPU {n}: {', '.join(v)}" for n, v in sorted(per_npu.items()))
     ev = {"per_npu": per_npu, "idle": list(smi.info.idle_npus)}
     if not smi.info.processes:
-        yield Finding.passed("no process holds NPU memory"
-                             + ("" if smi.info.has_process_section else
-                                " (npu-smi printed no process section)"), evidence=ev)
+        yield Finding.passed(T("no process holds NPU memory") if smi.info.has_process_section
+                             else T("no process holds NPU memory (npu-smi printed no process "
+                                    "section)"), evidence=ev)
         return
     if table.error is not None:
-        yield Finding.skip(f"cannot compare with the process table: {table.error}")
+        yield Finding.skip(T("cannot compare with the process table: {reason}",
+                             reason=table.error))
         return
     live = table.pids
     in_ctr = container is not None and container.in_container
     absent = [p for p in smi.info.processes if p.pid not in live]
     mine, ghosts = owned_by_service(absent, procs, in_ctr)
     if mine:
-        yield Finding.info(f"{len(mine)} NPU process(es) have host pids outside this container's "
-                           "pid namespace and the names of the vLLM service's processes "
-                           f"({', '.join(sorted({p.name for p in mine}))}): counted as the service's",
+        yield Finding.info(T("{n} NPU process(es) have host pids outside this container's pid "
+                             "namespace and the names of the vLLM service's processes "
+                             "({names}): counted as the service's", n=len(mine),
+                             names=", ".join(sorted({p.name for p in mine}))),
                            evidence={"pids": [p.pid for p in mine]})
     if ghosts:
         total = sum(p.mem_mb for p in ghosts)
@@ -270,17 +292,20 @@ def processes(smi: NpuSmi, table: ProcessTable, container: ContainerInfo | None,
         gev = {"ghosts": [[p.npu, p.chip, p.pid, p.name, p.mem_mb] for p in ghosts]}
         subject = _chips(sorted({(p.npu, p.chip): p for p in ghosts}.values(), key=lambda p: (p.npu, p.chip)))
         if in_ctr:
-            yield Finding.warn(f"{len(ghosts)} NPU process(es) ({total} MB) are not in this process "
-                               f"table: {where} — in a container npu-smi shows host pids, so they "
-                               "may live outside this pid namespace; check on the host",
+            yield Finding.warn(T("{n} NPU process(es) ({mb} MB) are not in this process table: "
+                                 "{where} — in a container npu-smi shows host pids, so they may "
+                                 "live outside this pid namespace; check on the host",
+                                 n=len(ghosts), mb=total, where=where),
                                subject=subject, evidence=gev, kb="ASC-NPU-005")
         else:
-            yield Finding.fail(f"{len(ghosts)} NPU process(es) ({total} MB) are not in the process "
-                               f"table: {where}: device memory leaked by exited processes (reset "
-                               "the NPU or find the zombie)", subject=subject, evidence=gev,
+            yield Finding.fail(T("{n} NPU process(es) ({mb} MB) are not in the process table: "
+                                 "{where}: device memory leaked by exited processes (reset the "
+                                 "NPU or find the zombie)", n=len(ghosts), mb=total, where=where),
+                               subject=subject, evidence=gev,
                                kb="ASC-NPU-005")
     if not absent:
-        yield Finding.passed(f"all {len(smi.info.processes)} NPU process(es) are alive: {listing}",
+        yield Finding.passed(T("all {n} NPU process(es) are alive: {listing}",
+                               n=len(smi.info.processes), listing=listing),
                              evidence=ev)
     else:
-        yield Finding.info(f"processes per NPU: {listing}", evidence=ev)
+        yield Finding.info(T("processes per NPU: {listing}", listing=listing), evidence=ev)

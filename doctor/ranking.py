@@ -11,7 +11,9 @@ Severity of a finding, first that applies:
 
 A ``warn`` never ranks above ``medium`` and an ``error`` (the check crashed or could not
 read its input: we do not know the host is broken) never above ``medium`` either, so a
-crashed check is never ranked above a real critical or high fail.
+crashed check is never ranked above a real critical or high fail. ``status_for`` is the
+inverse (the status a KB entry found as such is reported with), so no check keeps its own
+severity → status table.
 """
 
 from __future__ import annotations
@@ -27,6 +29,18 @@ STATUS_WEIGHT = {Status.FAIL: 3, Status.ERROR: 2, Status.WARN: 1}
 ACTIONABLE = (Status.FAIL, Status.ERROR, Status.WARN)
 _CAPPED = {Status.WARN: Severity.MEDIUM, Status.ERROR: Severity.MEDIUM,
            Status.INFO: Severity.LOW, Status.PASS: Severity.NONE, Status.SKIP: Severity.NONE}
+
+
+def status_for(sev: Severity) -> Status:
+    """The status a finding must carry so that it ranks at ``sev`` (the inverse of the caps
+    above): critical/high only a fail can carry, medium a warn, low an info. A check that
+    reports a KB entry *as found* (logs.signatures: the entry's signature is in the log)
+    takes its status from here, so status and rank come from one rule and never disagree."""
+    if SEV_RANK[sev] > SEV_RANK[Severity.MEDIUM]:
+        return Status.FAIL
+    if sev is Severity.MEDIUM:
+        return Status.WARN
+    return Status.INFO
 
 
 class _KB(Protocol):

@@ -16,7 +16,7 @@ from tests.conftest import Sysroot, run_cli
 TOOLKIT = """package_name=Ascend-cann-toolkit
 version={v}
 innerversion={inner}
-compatible_version=[V100R001C15],[V100R001C23]
+compatible_version={compat}
 arch=x86_64
 os=linux
 path=/usr/local/Ascend/ascend-toolkit/{v}/x86_64-linux
@@ -30,7 +30,7 @@ ASCEND_CONF = "/usr/local/Ascend/driver/lib64\n/usr/local/Ascend/ascend-toolkit/
 
 
 def _node(root: Path, *, cann: str = "8.3.RC2", inner: str = "V100R001C23SPC002B210",
-          include: bool = True) -> Sysroot:
+          include: bool = True, compat: str = "[V100R001C15],[V100R001C23]") -> Sysroot:
     s = Sysroot(root)
     root.mkdir()
     s.write("/etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n" if include
@@ -39,7 +39,7 @@ def _node(root: Path, *, cann: str = "8.3.RC2", inner: str = "V100R001C23SPC002B
     for d in ("/usr/local/Ascend/driver/lib64", "/usr/lib/x86_64-linux-gnu"):
         s.mkdir(d)
     s.write(f"/usr/local/Ascend/ascend-toolkit/{cann}/x86_64-linux/ascend_toolkit_install.info",
-            TOOLKIT.format(v=cann, inner=inner))
+            TOOLKIT.format(v=cann, inner=inner, compat=compat))
     s.mkdir(f"/usr/local/Ascend/ascend-toolkit/{cann}/lib64")
     s.symlink("/usr/local/Ascend/ascend-toolkit/latest", cann)
     s.write("/usr/local/Ascend/driver/version.info", DRIVER)
@@ -60,7 +60,10 @@ def bundles(tmp_path_factory) -> dict[str, Path]:
     made = {}
     for name, kw in (("node-01", {}), ("node-02", {}), ("node-03", {}),
                      ("node-05", {"include": False}),
-                     ("node-07", {"cann": "8.5.0", "inner": "V100R001C25SPC001B212"})):
+                     # node-07's toolkit lists no driver line of this host's driver (C23), which lists no
+                     # C25 either: versions.driver-cann fails there
+                     ("node-07", {"cann": "8.5.0", "inner": "V100R001C25SPC001B212",
+                                  "compat": "[V100R001C24],[V100R001C25]"})):
         made[name] = _collect(_node(d / name, **kw), out / f"{name}.tar.gz")
     return made
 

@@ -7,14 +7,14 @@ import pytest
 
 from ascend_doctor.checks.versions import cann_upgrade, driver_active, driver_cann
 from ascend_doctor.errors import ParseError
-from ascend_doctor.host import CommandResult, LiveHost
+from ascend_doctor.host import CommandResult
 from ascend_doctor.model import Status
-from ascend_doctor.probes.cann import (CannStack, DriverVersion, Toolkit, c_number, gather_cann,
+from ascend_doctor.probes.cann import (CannStack, Toolkit, c_number, gather_cann,
                                 parse_driver_version_info, parse_firmware_version_info,
                                 parse_toolkit_install_info, parse_version_cfg)
 from ascend_doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
 from ascend_doctor.probes.procs import ServiceEnv
-from tests.fixtures.ascend import DRIVER, FIRMWARE, TOOLKIT_832, VERSION_CFG
+from tests.fixtures.ascend import DRIVER, DRIVER_2501, FIRMWARE, TOOLKIT_832, VERSION_CFG
 from tests.fixtures.npusmi import A2, with_version
 
 TOOLKIT_850 = TOOLKIT_832.replace("8.3.RC2", "8.5.0").replace(
@@ -120,12 +120,37 @@ def _stack(driver=DRIVER, info=TOOLKIT_832, cfg=VERSION_CFG) -> CannStack:
 
 
 def test_driver_cann_rule():
+    # driver 24.1.rc1 (C15) does not list CANN 8.3.RC2's C23, but the toolkit lists C15
     (f,) = driver_cann(_stack())
+    assert f.status == Status.PASS and "V100R001C15 is in the toolkit's compatible_version" in f.message
+    assert "ascend_toolkit_install.info" in f.message and f.evidence["accepted_by"] == "toolkit"
+    # neither side names the other (the toolkit's list narrowed to lines after the driver's)
+    narrow = TOOLKIT_832.replace("[V100R001C15],", "")
+    (f,) = driver_cann(_stack(info=narrow))
     assert f.status == Status.FAIL and "V100R001C23" in f.message and "24.1.rc1" in f.message
+    assert "neither file names the other" in f.message and "CANN Software Installation Guide" in f.message
     assert f.kb == ("ASC-VER-004",)
     ok = DRIVER.replace("[V100R001C17]", "[V100R001C17],[V100R001C23]")
-    assert [x.status for x in driver_cann(_stack(driver=ok))] == [Status.PASS]
+    (f,) = driver_cann(_stack(driver=ok, info=narrow))
+    assert f.status == Status.PASS and f.evidence["accepted_by"] == "driver"
     assert [x.status for x in driver_cann(_stack(driver=None))] == [Status.SKIP]
+
+
+def test_driver_2501_with_cann_832_passes_on_the_toolkits_list():
+    """Issue 15: driver 25.0.rc1.1 (C21, lists C17…C21) runs CANN 8.3.RC2 (C23), whose
+    ascend_toolkit_install.info lists C21 — real files on both sides."""
+    drv = parse_driver_version_info(DRIVER_2501)
+    assert drv.innerversion == "V100R001C21SPC002B220" and drv.accepts("V100R001C23SPC002B210") is False
+    (f,) = driver_cann(_stack(driver=DRIVER_2501))
+    assert f.status == Status.PASS, f.message
+    assert "CANN 8.3.RC2 accepts driver 25.0.rc1.1 (V100R001C21 is in the toolkit's" in f.message
+    assert f.evidence["toolkit_compatible_version"][-2:] == ["V100R001C21", "V100R001C23"]
+
+
+def test_driver_cann_without_lists_is_info():
+    bare = "\n".join(x for x in DRIVER.splitlines() if not x.startswith(("Innerversion", "compatible_version=")))
+    (f,) = driver_cann(_stack(driver=bare))
+    assert f.status == Status.INFO and "cannot be compared" in f.message
 
 
 def test_cann_upgrade_rule():
@@ -153,7 +178,7 @@ def test_driver_active_rule_reboot_pending():
 
 def test_end_to_end_sysroot_with_npu_smi_script(sysroot):
     from ascend_doctor.engine import RunConfig, run
-    classic(sysroot)
+    classic(sysroot, info=TOOLKIT_832.replace("[V100R001C15],", ""))  # lists no C15 driver
     sysroot.write("/usr/local/Ascend/driver/version.info", DRIVER)
     sysroot.script("/usr/local/bin/npu-smi",
                    "if [ \"$#\" = 1 ]; then cat <<'X'\n" + with_version(A2, "23.0.3")

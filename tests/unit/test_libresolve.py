@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from ascend_doctor.checks.ldconf import cache_fresh, dirs_exist, parse_problems, perms, reached
+from ascend_doctor.probes.libsearch import gather_lib_search_context
 from ascend_doctor.checks.libacl import cann_version, maps, resolve
 from ascend_doctor.model import Status
 from ascend_doctor.probes.cachegaps import gather_cache_gaps
@@ -151,7 +152,7 @@ def _ascend_host(sysroot, llp_in_service: bool, version="8.0.0", latest="8.0.0")
 
 def test_libacl_resolve_env_did_not_reach_service(sysroot):
     host, lr, env, index = _ascend_host(sysroot, llp_in_service=False)
-    fs = list(resolve(lr, env, index, host, None))
+    fs = list(resolve(lr, env, index, gather_lib_search_context(host, None), None))
     (f,) = [x for x in fs if x.status == Status.FAIL]
     assert "libascendcl.so needed by torch_npu/lib/libtorch_npu.so" in f.message
     assert f"{TK}/8.0.0/lib64/libascendcl.so" in f.message and "never reached" in f.message
@@ -163,7 +164,7 @@ def test_libacl_resolve_env_did_not_reach_service(sysroot):
 
 def test_libacl_resolve_healthy_and_version_warn(sysroot):
     host, lr, env, index = _ascend_host(sysroot, llp_in_service=True, latest="8.3.RC2")
-    fs = list(resolve(lr, env, index, host, None))
+    fs = list(resolve(lr, env, index, gather_lib_search_context(host, None), None))
     assert [x.status for x in fs] == [Status.PASS]
     active = ActiveToolkit({f"{TK}/latest": f"{TK}/8.3.RC2"})
     (w,) = cann_version(lr, active)
@@ -175,7 +176,7 @@ def test_libacl_resolve_healthy_and_version_warn(sysroot):
 def test_libacl_missing_package_and_maps(sysroot):
     host, lr, env, _ = _ascend_host(sysroot, llp_in_service=False)
     empty = AscendLibIndex(("/usr/local/Ascend",), {})
-    (f,) = [x for x in resolve(lr, env, empty, host, None) if x.status == Status.FAIL]
+    (f,) = [x for x in resolve(lr, env, empty, gather_lib_search_context(host, None), None) if x.status == Status.FAIL]
     assert "CANN runtime (toolkit) package is not installed" in f.message
     text = ("7f00-7f10 r-xp 00000000 08:01 12 " + TK + "/8.0.0/lib64/libascendcl.so\n"
             "7f20-7f30 r--p 00000000 08:01 13 /usr/lib/x86_64-linux-gnu/libc.so.6\n")
@@ -277,10 +278,10 @@ def test_libacl_resolve_points_at_the_conf_when_it_is_the_cause(sysroot):
     host, lr, env, index = _ascend_host(sysroot, llp_in_service=False)
     d = f"{TK}/8.0.0/lib64"
     configured = LdSoConf((SearchDir(d, "/etc/ld.so.conf.d/ascend.conf:1"),), ())
-    (f,) = [x for x in resolve(lr, env, index, host, configured) if x.status == Status.FAIL]
+    (f,) = [x for x in resolve(lr, env, index, gather_lib_search_context(host, None), configured) if x.status == Status.FAIL]
     assert "is configured (/etc/ld.so.conf.d/ascend.conf:1)" in f.message and "stale" in f.message
     assert f.fix.id == "ldconf.ascend-conf" and "ASC-LIB-005" in f.kb
     state = LdConfState((UnreachedConf("/etc/ld.so.conf.d/ascend.conf", (f"{TK}/latest/lib64",),
                                        0o600, 0),), (), ())
-    (g,) = [x for x in resolve(lr, env, index, host, None, state) if x.status == Status.FAIL]
+    (g,) = [x for x in resolve(lr, env, index, gather_lib_search_context(host, state), None) if x.status == Status.FAIL]
     assert "which ldconfig does not read" in g.message and g.fix.id == "ldconf.ascend-conf"

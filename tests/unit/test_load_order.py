@@ -4,6 +4,7 @@ gcc-built libraries and on the real torch_npu 2.14.0 / vllm_ascend 0.23.0 wheels
 
 from __future__ import annotations
 
+from ascend_doctor.probes.libsearch import gather_lib_search_context
 from ascend_doctor.checks.libacl import resolve
 from ascend_doctor.host import LiveHost
 from ascend_doctor.model import Status
@@ -90,5 +91,5 @@ def test_real_wheels_with_stub_cann_is_healthy(tmp_path):
         assert r.via == "loaded" and r.path.endswith("torch_npu/lib/libtorch_npu.so"), t
     index = AscendLibIndex((str(tmp_path / "cann"),),
                            {n: (str(stubs / n),) for n in missing})
-    fs = list(resolve(lr, env, index, host, None))
+    fs = list(resolve(lr, env, index, gather_lib_search_context(host, None), None))
     assert [f.status for f in fs if f.status != Status.INFO] == [Status.PASS], fs

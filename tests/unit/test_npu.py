@@ -3,8 +3,6 @@ on sysroots where shell scripts stand in for npu-smi (healthy, hot, DCMI failure
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import ascend_doctor.probes.npusmi as npusmi
@@ -13,11 +11,14 @@ from ascend_doctor.probes.livepids import ProcessTable
 from ascend_doctor.engine import RunConfig, run
 from ascend_doctor.errors import ParseError
 from ascend_doctor.model import Status
+from ascend_doctor.probes.kbfact import gather_knowledge
 from ascend_doctor.probes.npusmi import kv_get, parse_npu_smi_info, parse_npu_smi_kv
 from tests.fixtures.npusmi import (A2, A3, COMMON, DCMI_8005, HEALTH_CHIP, HEALTH_OK, P310B,
                                        P310P, with_temp_and_health)
 
 NPU_CHECKS = ("npu.smi", "npu.health", "npu.temperature", "npu.hbm", "npu.processes")
+
+KNOW = gather_knowledge()  # the KB fact, as the engine provides it
 
 
 def test_parse_a2_table_and_process_section():
@@ -164,7 +165,7 @@ def test_rules_on_310_and_a3_facts():
         assert (Status.FAIL in statuses) == (text is P310B)
         assert [f.status for f in temperature(smi)] == [Status.PASS]
         assert [f.status for f in hbm(smi, None)] == [Status.PASS]
-        assert smi_runs(smi)
+        assert smi_runs(smi, KNOW)
 
 
 def _a2_eight(used_mb: int, holders: dict[int, tuple[int, str]]) -> str:

@@ -11,6 +11,8 @@ from ascend_doctor.model import Status
 from ascend_doctor.options import RunOptions
 from ascend_doctor.probes.faults import FaultRates, HugePages, ProcRate, ServiceFaults, sample_faults
 from ascend_doctor.probes.leak import MemPoint, NpuMemoryTrend
+from ascend_doctor.probes.kbfact import gather_knowledge
+from ascend_doctor.probes.logmatch import gather_log_matches
 from ascend_doctor.probes.logs import LogFile, LogSources
 from ascend_doctor.probes.packages import Package, Packages
 from ascend_doctor.probes.procs import ServiceProcess, ServiceProcesses, parse_vllm_args
@@ -287,7 +289,7 @@ def test_log_signatures_with_line_numbers(sysroot):
                   "EI0006: Getting socket times out. Reason: Remote Rank did not send the data\n")
     src = LogSources((LogFile("/var/log/vllm/server.log", "--log", 400),
                       LogFile("/var/log/missing.log", "--log", None, "not found")))
-    fs = list(logs.signatures(sysroot.host(), src))
+    fs = list(logs.signatures(gather_log_matches(sysroot.host(), src, gather_knowledge())))
     by_kb = {f.kb[0]: f for f in fs if f.kb}
     assert by_kb["ASC-LOG-005"].status == Status.FAIL
     assert by_kb["ASC-LOG-005"].evidence["lines"][0]["line"] == 2
@@ -298,7 +300,8 @@ def test_log_signatures_with_line_numbers(sysroot):
 
 def test_clean_log_passes(sysroot):
     sysroot.write("/var/log/ok.log", "INFO all good\n" * 100)
-    fs = list(logs.signatures(sysroot.host(), LogSources((LogFile("/var/log/ok.log", "--log", 1400),))))
+    src = LogSources((LogFile("/var/log/ok.log", "--log", 1400),))
+    fs = list(logs.signatures(gather_log_matches(sysroot.host(), src, gather_knowledge())))
     assert statuses(fs) == [Status.PASS] and "100 lines" in fs[0].message
 
 

@@ -20,6 +20,7 @@ from ascend_doctor.checks.torch_import import torch_npu_import
 from ascend_doctor.errors import SourceMissing
 from ascend_doctor.host import LiveHost, ProcInfo
 from ascend_doctor.model import Status
+from ascend_doctor.probes.kbfact import gather_knowledge
 from ascend_doctor.options import RunOptions
 from ascend_doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
 
@@ -29,6 +30,8 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # not under /root, so uid 65534 can execute 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the drop is tested as root")
 needs_python = pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK),
                                   reason=f"{SYSTEM_PYTHON} is not installed")
+
+KNOW = gather_knowledge()  # the KB fact, as the engine provides it
 
 
 @pytest.fixture
@@ -83,7 +86,7 @@ def test_service_interpreter_runs_as_the_service_uid_without_privileges(world, m
     assert seen["nnp"] == ["1"] and seen["cwd"] == "/"
     assert "DOCTOR_SECRET" not in seen["env"] and seen["env"]["PATH"] == "/usr/bin:/bin"
     assert res.ran == f"ran {py} -I -c import torch_npu as uid 65534 (nobody)"
-    (f,) = torch_npu_import(res)
+    (f,) = torch_npu_import(res, KNOW)
     assert f.status == Status.SKIP and "No module named 'torch_npu'" in f.message
     assert f.evidence["ran"] == res.ran
 

@@ -13,8 +13,11 @@ from ascend_doctor.checks.torch_import import torch_npu_import
 from ascend_doctor.engine import RunConfig, run
 from ascend_doctor.host import LiveHost, ProcInfo
 from ascend_doctor.model import Status
+from ascend_doctor.probes.kbfact import gather_knowledge
 from ascend_doctor.options import RunOptions
 from ascend_doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
+
+KNOW = gather_knowledge()  # the KB fact, as the engine provides it
 
 
 @pytest.fixture(scope="session")
@@ -58,7 +61,7 @@ def test_service_interpreter_and_environment_are_used(tmp_path):
     res = ti.gather_torch_import(LiveHost("/"), RunOptions(), ServiceProcesses((server,)), env)
     assert res.interpreter == py and "pid 4711" in res.interpreter_source
     assert "ASCEND_HOME_PATH=/opt/cann" in res.output
-    (f,) = torch_npu_import(res)
+    (f,) = torch_npu_import(res, KNOW)
     assert f.status == Status.FAIL and "libascendcl.so" in f.message
     assert "ASC-VER-009" in f.kb and "/proc/4711/environ" in f.message
     # an explicit --python wins over the server's interpreter
@@ -69,16 +72,16 @@ def test_hanging_import_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setattr(ti, "IMPORT_TIMEOUT_S", 1.0)
     py = _stand_in(tmp_path, "exec sleep 1000\n")
     res = ti.gather_torch_import(LiveHost("/"), RunOptions(python=py), None, None)
-    (f,) = torch_npu_import(res)
+    (f,) = torch_npu_import(res, KNOW)
     assert f.status == Status.ERROR and "did not finish" in f.message and res.timed_out
 
 
 def test_working_import_passes_and_absent_module_skips(tmp_path):
     ok = _stand_in(tmp_path, "exit 0\n")
-    (f,) = torch_npu_import(ti.gather_torch_import(LiveHost("/"), RunOptions(python=ok), None, None))
+    (f,) = torch_npu_import(ti.gather_torch_import(LiveHost("/"), RunOptions(python=ok), None, None), KNOW)
     assert f.status == Status.PASS
     absent = _stand_in(tmp_path, "echo \"ModuleNotFoundError: No module named 'torch_npu'\" >&2; exit 1\n")
-    (f,) = torch_npu_import(ti.gather_torch_import(LiveHost("/"), RunOptions(python=absent), None, None))
+    (f,) = torch_npu_import(ti.gather_torch_import(LiveHost("/"), RunOptions(python=absent), None, None), KNOW)
     assert f.status == Status.SKIP
 
 

@@ -9,6 +9,7 @@ from ascend_doctor.checks.versions import chip_family, chip_match, matrix, pins,
 from ascend_doctor.errors import ParseError
 from ascend_doctor.host import CommandResult
 from ascend_doctor.model import Status
+from ascend_doctor.probes.kbfact import gather_knowledge
 from ascend_doctor.probes.buildinfo import VllmAscendBuild, gather_build_info, parse_build_info
 from ascend_doctor.probes.cann import CannStack, Toolkit, parse_toolkit_install_info
 from ascend_doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
@@ -17,6 +18,8 @@ from tests.fixtures.npusmi import A2, A3, P310P
 
 SITE = "/usr/local/lib/python3.11/site-packages"
 PLATFORM_EP = ("vllm.platform_plugins", "ascend", "vllm_ascend:register")
+
+KNOW = gather_knowledge()  # the KB fact, as the engine provides it
 
 
 def pkgs(python="3.11.7", **versions) -> Packages:
@@ -45,14 +48,14 @@ def test_matrix_data_is_strings_with_sources():
 
 def test_released_combination_passes():
     p = pkgs(vllm_ascend="0.23.0", vllm="0.23.0", torch="2.10.0+cpu", torch_npu="2.10.0.post4")
-    fs = list(matrix(p, cann("9.1.0")))
+    fs = list(matrix(p, cann("9.1.0"), KNOW))
     assert [f.status for f in fs] == [Status.PASS], [f.message for f in fs]
 
 
 def test_mismatches_name_the_numbers():
     p = pkgs(python="3.13.1", vllm_ascend="0.23.0", vllm="0.22.1", torch="2.13.0",
              torch_npu="2.10.0.post4")
-    msgs = {f.message: f for f in matrix(p, cann("8.3.RC2"))}
+    msgs = {f.message: f for f in matrix(p, cann("8.3.RC2"), KNOW)}
     assert "vllm-ascend 0.23.0 is released with vllm 0.23.0; found 0.22.1" in msgs
     assert "vllm-ascend 0.23.0 is released with torch 2.10.0; found 2.13.0" in msgs
     assert any("supports Python >=3.10,<3.13; the service's interpreter is 3.13.1" in m
@@ -64,7 +67,7 @@ def test_mismatches_name_the_numbers():
 
 
 def test_versions_outside_matrix_are_info_not_fail():
-    fs = list(matrix(pkgs(vllm_ascend="0.99.0", torch_npu="2.14.0", torch="2.14.0"), None))
+    fs = list(matrix(pkgs(vllm_ascend="0.99.0", torch_npu="2.14.0", torch="2.14.0"), None, KNOW))
     # nothing was compared: a skip saying why, not a pass (issue 13.7)
     assert {f.status for f in fs} <= {Status.INFO, Status.SKIP}
     (skip,) = [f for f in fs if f.status == Status.SKIP]
@@ -78,7 +81,7 @@ def test_absent_stack_is_a_skip_naming_what_is_absent():
     (p,) = pins(empty)
     assert p.status == Status.SKIP and "vllm-ascend, vllm, torch-npu, torch" in p.message
     assert p.evidence["absent"][:4] == ["vllm-ascend", "vllm", "torch-npu", "torch"]
-    (m,) = matrix(empty, None)
+    (m,) = matrix(empty, None, KNOW)
     assert m.status == Status.SKIP
     assert "vllm-ascend, vllm, torch, torch-npu, CANN toolkit not found" in m.message
     # an installed stack whose pins hold is still a pass
@@ -135,5 +138,5 @@ def test_nnal_version_file_and_mismatch(sysroot):
     st = gather_cann(sysroot.host(), None)
     assert st.nnal == "8.5.0"
     p = pkgs(vllm_ascend="0.23.0", vllm="0.23.0", torch="2.10.0", torch_npu="2.10.0.post4")
-    (f,) = matrix(p, st)
+    (f,) = matrix(p, st, KNOW)
     assert f.status == Status.WARN and "NNAL/ATB 8.5.0 differs from CANN 9.1.0" in f.message

@@ -1,0 +1,25 @@
+"""The knowledge base as a fact: loaded once per run, so a check matching text against it
+stays a pure rule over facts (a test hands it a ``Knowledge`` built from any entries)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ..knowledge import KnowledgeBase, Match, compat, load
+from ..registry import provider
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    kb: KnowledgeBase
+    compat: Mapping[str, Any] = field(default_factory=dict)  # knowledge/compat.toml
+
+    def match_lines(self, lines: Iterable[str]) -> list[Match]:
+        """``KnowledgeBase.match_lines``: entries ranked by the evidence in ``lines``."""
+        return self.kb.match_lines(lines)
+
+
+@provider
+def gather_knowledge() -> Knowledge:
+    return Knowledge(load(), compat())

@@ -1,0 +1,114 @@
+"""Knowledge-base signatures and vLLM's last stats line, per log file: the reading half of
+``logs.signatures`` (the check only rules on what this fact holds).
+
+Every file is streamed once: each line goes through ``KnowledgeBase.match_lines`` (the same
+matcher ``ascend-doctor triage`` uses) and through the stats-line parser, which stands in for
+/metrics when the server runs without it (docs/HACKING.md, "Existing facts to reuse").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from ..errors import SourceError, SourceMissing
+from ..host import Host
+from ..registry import provider
+from .kbfact import Knowledge
+from .logs import LinePrefilter, LogFile, LogScan, LogSources, StatsLine, scan_lines
+
+CHUNK = 4096
+
+
+@dataclass
+class _Acc:
+    entry: object
+    count: int = 0
+    lines: list = field(default_factory=list)
+    groups: dict = field(default_factory=dict)
+
+
+def match_stream(kb, lines: Iterable[str], on_line=None) -> list[_Acc]:
+    """``kb.match_lines`` over a stream, a chunk of candidate lines at a time (the literal
+    prefilter skips lines no signature can match), with the file's own line numbers."""
+    pre = LinePrefilter([p for e in kb.entries.values() for p in e.signatures])
+
+    def numbered() -> Iterator[tuple[int, str]]:
+        for n, line in enumerate(lines, 1):
+            if on_line is not None:
+                on_line(n, line)
+            if pre.candidate(line):
+                yield n, line
+    return match_numbered(kb, numbered())
+
+
+def match_file(kb, fh, size: int | None, result: LogScan, engine=None) -> list[_Acc]:
+    """What ``match_stream(kb, iter_lines(fh, size))`` gives, from one scan of each block
+    (doctor/probes/logs.py ``scan_lines``); ``result`` gets the line count and last stats."""
+    pre = LinePrefilter([p for e in kb.entries.values() for p in e.signatures])
+    return match_numbered(kb, scan_lines(fh, size, pre, result, engine))
+
+
+def match_numbered(kb, candidates: Iterable[tuple[int, str]]) -> list[_Acc]:
+    """``kb.match_lines`` over (line number, line) candidates, CHUNK lines at a time."""
+    acc: dict[str, _Acc] = {}
+    chunk: list[str] = []
+    numbers: list[int] = []
+
+    def flush() -> None:
+        for m in kb.match_lines(chunk):
+            a = acc.setdefault(m.entry.id, _Acc(m.entry))
+            a.count += int(m.score)
+            for n, text in m.lines:
+                if len(a.lines) < 5:
+                    a.lines.append((numbers[n - 1], text))
+            for k, v in m.groups.items():
+                a.groups.setdefault(k, v)
+        chunk.clear()
+        numbers.clear()
+
+    for n, line in candidates:
+        chunk.append(line)
+        numbers.append(n)
+        if len(chunk) >= CHUNK:
+            flush()
+    if chunk:
+        flush()
+    return sorted(acc.values(), key=lambda a: (-a.count, a.entry.id))
+
+
+@dataclass(frozen=True)
+class LogFileMatches:
+    """One log file: why it could not be read, or its matches, line count and last stats."""
+
+    file: LogFile
+    error: str | None = None
+    matches: tuple[_Acc, ...] = ()
+    lines: int = 0
+    last_stats: StatsLine | None = None
+
+
+@dataclass(frozen=True)
+class LogMatches:
+    files: tuple[LogFileMatches, ...] = ()
+
+
+def scan_source(host: Host, sources: LogSources, lf: LogFile, kb) -> LogFileMatches:
+    """Stream one file once; an unreadable one is recorded, not raised (the others go on)."""
+    if lf.error:
+        return LogFileMatches(lf, lf.error)
+    try:
+        fh = sources.open(host, lf)
+    except (SourceMissing, SourceError) as exc:
+        return LogFileMatches(lf, exc.reason)
+    scan = LogScan()
+    try:
+        matches = match_file(kb, fh, lf.size, scan)
+    finally:
+        fh.close()
+    return LogFileMatches(lf, None, tuple(matches), scan.lines, scan.last_stats)
+
+
+@provider
+def gather_log_matches(host: Host, sources: LogSources, know: Knowledge) -> LogMatches:
+    return LogMatches(tuple(scan_source(host, sources, lf, know.kb) for lf in sources.files))
