@@ -238,10 +238,44 @@ def signature_key(d: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(" ".join(str(s).split()) for s in d.get("signatures", []) or ())
 
 
+def _compiled(d: Mapping[str, Any]) -> list["re.Pattern[str]"]:
+    out = []
+    for rx in d.get("signatures", []) or ():
+        try:
+            out.append(re.compile(str(rx), re.IGNORECASE | re.MULTILINE))
+        except re.error:
+            pass  # validate_entry reports it
+    return out
+
+
+def same_cause(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
+    """Why two entries are one cause written twice, or None. Precisely: they share an
+    identical signature regex (whitespace-normalised), or neither is ``generic`` and an
+    example of each matches a signature of the other (each explains the other's line).
+    A generic entry (EZ9999, ACL call failed) may overlap a specific one: ranking lets the
+    specific one win."""
+    shared = signature_key(a) & signature_key(b)
+    if shared:
+        return f"the signature {sorted(shared)[0]!r}"
+    if a.get("generic") or b.get("generic"):
+        return None
+    from . import _normalized
+
+    def crossing(x: Mapping[str, Any], y: Mapping[str, Any]) -> str | None:
+        rxs = _compiled(y)
+        return next((e for e in x.get("examples", []) or () if isinstance(e, str)
+                     and any(c.search(_normalized(e)) for c in rxs)), None)
+    ab, ba = crossing(a, b), crossing(b, a)
+    if ab is not None and ba is not None:
+        return f"examples that match each other's signatures ({ab[:60]!r} / {ba[:60]!r})"
+    return None
+
+
 def cross_problems(files: Iterable[tuple[str, bytes]],
                    known_ids: Iterable[str] = ()) -> list[str]:
-    """Problems across files: a duplicate id, or two entries with identical signatures (the
-    same cause written twice — merge them, or give each the line that tells them apart)."""
+    """Problems across files: a duplicate id, or two entries with one cause (``same_cause``:
+    merge them, with the test that tells the cases apart in the steps)."""
+    seen_entries: list[tuple[str, Mapping[str, Any]]] = []
     by_key: dict[frozenset[str], str] = {}
     ids: dict[str, str] = {}
     refs: list[tuple[str, str, str]] = []  # (file, entry, id named in its texts)
@@ -262,6 +296,12 @@ def cross_problems(files: Iterable[tuple[str, bytes]],
             if key and key in by_key:
                 out.append(f"{name}: {eid} has the same signatures as {by_key[key]}")
             by_key.setdefault(key, eid)
+            for other_id, other in seen_entries:
+                why = same_cause(other, d) if key != signature_key(other) else None
+                if why:
+                    out.append(f"{name}: {eid} and {other_id} share one cause: {why}; merge "
+                               "them (keep the other id as an alias)")
+            seen_entries.append((eid, d))
             texts = [d.get(k) for k in ("cause", "message")] + list(d.get("steps", []) or []) + \
                 list(d.get("advice", []) or [])
             for t in texts:
