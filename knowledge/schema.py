@@ -23,7 +23,9 @@ REQUIRED = ("id", "title", "cause", "steps", "sources")
 KNOWN = {"id", "title", "cause", "steps", "signatures", "aliases", "checks", "fix",
          "applies_to", "advice", "sources", "severity", "message", "description", "generic",
          # optional fields from ascend-fd's schema (anchors §10.6), accepted for the future
-         "links", "explains", "category", "since", "deprecated", "cause_above", "examples"}
+         "links", "explains", "category", "since", "deprecated", "cause_above", "examples",
+         # real log lines that look like the failure but are not it (issue 15)
+         "near_misses"}
 SEVERITIES = {"none", "low", "medium", "high", "critical"}
 # a source a reader can open: a public URL, or a named public document / man page
 SOURCE_PREFIXES = ("https://", "doc:", "man:")
@@ -89,6 +91,26 @@ def command_problems(cmd: str, where: str,
     return out
 
 
+def signature_words(rx: str) -> set[str]:
+    """The literal words (4+ characters, lower case) a signature spells out, without group
+    names and escapes: what a near-miss line shares with it."""
+    rx = re.sub(r"\(\?P<\w+>", "(", rx)
+    rx = re.sub(r"\\[A-Za-z]", " ", rx)
+    return {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9_]{3,}", rx)}
+
+
+def near_miss(rx: str, lines: Iterable[str]) -> str | None:
+    """A line that shares a word with the signature ``rx`` but is not matched by it: the
+    proof from a real log that the signature is not just its most common word."""
+    try:
+        c = re.compile(rx, re.IGNORECASE | re.MULTILINE)
+    except (re.error, TypeError):
+        return None
+    words = signature_words(rx)
+    return next((ln for ln in lines if any(w in ln.lower() for w in words)
+                 and not c.search(ln)), None)
+
+
 def _bilingual(value: Any, where: str, prose: bool = False) -> list[str]:
     if not isinstance(value, Mapping):
         return [f"{where}: must be a table {{en = …, zh = …}}"]
@@ -112,7 +134,10 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
     """Problems of one entry; ``check_ids``/``fix_ids``/``fix_params`` None = do not check
     references. Every signature must match one of the entry's ``examples`` or, when given,
     a line of ``corpus`` (real logs), so a regex that can never match is caught, and none
-    may match a line of ``negatives`` (benign lines of real logs)."""
+    may match a line of ``negatives`` (benign lines of real logs). Every signature also needs
+    a negative: a line of the entry's ``near_misses`` (real lines that look like the failure
+    and must not match), else a real line of ``corpus``/``negatives`` that shares a word
+    with it without matching (``near_miss``)."""
     eid = d.get("id", "?")
     p = [f"{eid}: missing field {k!r}" for k in REQUIRED if k not in d]
     p += [f"{eid}: unknown field {k!r}" for k in d if k not in KNOWN]
@@ -151,6 +176,17 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
     for i, x in enumerate(examples, 1):
         if compiled_ok and not any(c.search(_normalized(x)) for c in compiled_ok):
             p.append(f"{eid}.examples[{i}]: matches none of the entry's signatures")
+    near = d.get("near_misses", [])
+    if not isinstance(near, list) or not all(isinstance(x, str) and x.strip() for x in near):
+        p.append(f"{eid}.near_misses: must be a list of log lines")
+        near = []
+    for i, x in enumerate(near, 1):
+        hit = next((c.pattern for c in compiled_ok if c.search(_normalized(x))), None)
+        if hit is not None:
+            p.append(f"{eid}.near_misses[{i}]: matches the entry's signature {hit!r}")
+    # where a signature's negative may come from: the entry's own near misses, else a real
+    # line (triage corpus, benign corpus) that shares a word with it and is not matched
+    real = [_normalized(x) for x in [*(corpus or ()), *negatives]]
     for i, rx in enumerate(d.get("signatures", []), 1):
         try:
             c = re.compile(rx, re.IGNORECASE | re.MULTILINE)
@@ -160,6 +196,9 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
         if not any(c.search(t) for t in texts):
             p.append(f"{eid}.signatures[{i}]: matches no example"
                      + (" and no corpus line" if corpus else "") + f" ({rx!r})")
+        if not near and near_miss(rx, real) is None:
+            p.append(f"{eid}.signatures[{i}]: no negative example: no real log line shares a "
+                     f"word with {rx!r} without matching it; add one to near_misses")
         bad = next((t for t in negatives if c.search(_normalized(t))), None)
         if bad is not None:
             p.append(f"{eid}.signatures[{i}]: matches a benign line ({bad[:80]!r})")

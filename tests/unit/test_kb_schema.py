@@ -181,6 +181,25 @@ def test_one_shared_signature_is_one_cause_even_with_others_apart():
     assert any("share one cause: the signature 'zzWatchdog timeout'" in p for p in problems)
 
 
+def test_every_signature_needs_a_negative_from_a_real_log(refs):
+    # a signature whose words no real line shares (so nothing shows it is narrower than them)
+    lone = GOOD.replace("'(?P<lib>libzz\\w+\\.so): cannot open'", "'ZZQUUX_NOT_FOUND'").replace(
+        "libzz_test.so: cannot open shared object file", "ZZQUUX_NOT_FOUND")
+    assert any("signatures[1]: no negative example" in p for p in _problems(lone, refs))
+    # a real near miss (vllm-ascend #2349: an ACL failure that is not this code) fixes it
+    near = lone.replace('fix = "ldconf.ascend-conf"', 'fix = "ldconf.ascend-conf"\nnear_misses = '
+                        '["ERROR 08-28 02:33:28 [core.py:634] RuntimeError: ACL stream synchronize '
+                        'failed, error code:507035"]')
+    assert _problems(near, refs) == []
+    # a near miss the entry's own signature matches is no near miss
+    wrong = lone.replace('fix = "ldconf.ascend-conf"', 'fix = "ldconf.ascend-conf"\n'
+                         'near_misses = ["set ZZQUUX_NOT_FOUND=1"]')
+    assert any("near_misses[1]: matches the entry's signature" in p for p in _problems(wrong, refs))
+    # the automatic negative: a corpus line that shares a word ("cannot open") without matching
+    assert _problems(GOOD, refs) == []
+    assert not any("no negative" in p for p in _problems(GOOD, {**refs, "negatives": []}))
+
+
 def test_lint_command_runs_the_rules_over_the_shipped_kb(cli):
     r = cli("kb", "lint")
     assert r.returncode == 0, r.stdout + r.stderr
