@@ -77,6 +77,14 @@ def command_problems(cmd: str, where: str,
                                                 and re.fullmatch(r"[\d.]+", words[i + 1])):
             out.append(f"{where}: {w.split('=')[0]} with a fixed number in an entry triage "
                        "shows; say how to derive it from the value in use instead")
+    if words[:2] == ["ascend-doctor", "fix"]:  # the recipe reads --param KEY=VALUE only
+        for i, w in enumerate(words):
+            kv = words[i + 1] if w == "--param" and i + 1 < len(words) else (
+                w.split("=", 1)[1] if w.startswith("--param=") else None)
+            if w == "--param" and i + 1 == len(words):
+                out.append(f"{where}: --param without KEY=VALUE")
+            elif kv is not None and not re.fullmatch(r"[\w.-]+=\S.*", kv):
+                out.append(f"{where}: --param {kv!r} is not KEY=VALUE")
     if fix_params is not None and words[:2] == ["ascend-doctor", "fix"]:
         recipe = words[2] if len(words) > 2 else ""
         if recipe not in fix_params:

@@ -111,6 +111,12 @@ def test_synthetic_good_entry_passes(refs):
      "dns.hosts-pin has no parameter 'port'"),
     ('cmd = "true"', 'cmd = "ascend-doctor fix service.launch-flags --param '
      'gpu-memory-utilization=0.9"', "names a fixed value"),
+    # issue 15: a fix command the recipe can read: --param KEY=VALUE, never a bare key
+    ('cmd = "true"', 'cmd = "ascend-doctor fix tlb.hugepages --param thp"',
+     "--param 'thp' is not KEY=VALUE"),
+    ('cmd = "true"', 'cmd = "ascend-doctor fix tlb.hugepages --param"', "--param without KEY=VALUE"),
+    ('cmd = "true"', 'cmd = "ascend-doctor fix service.launch-flags --param=block-size="',
+     "is not KEY=VALUE"),
     ('advice = [ { when = { vllm_ascend = ">=0.11" }, en = "a", zh = "甲" } ]',
      'advice = [ { when = { vllm_ascend = ">=0.11" }, en = "a" } ]', "advice[1]: missing the zh"),
     ('title = { en = "Title", zh = "标题" }', 'title = { en = "Title", zh = "Title" }',
