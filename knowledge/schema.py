@@ -23,7 +23,9 @@ REQUIRED = ("id", "title", "cause", "steps", "sources")
 KNOWN = {"id", "title", "cause", "steps", "signatures", "aliases", "checks", "fix",
          "applies_to", "advice", "sources", "severity", "message", "description", "generic",
          # optional fields from ascend-fd's schema (anchors §10.6), accepted for the future
-         "links", "explains", "category", "since", "deprecated", "cause_above", "examples"}
+         "links", "explains", "category", "since", "deprecated", "cause_above", "examples",
+         # real log lines that look like the failure but are not it (issue 15)
+         "near_misses"}
 SEVERITIES = {"none", "low", "medium", "high", "critical"}
 # a source a reader can open: a public URL, or a named public document / man page
 SOURCE_PREFIXES = ("https://", "doc:", "man:")
@@ -75,6 +77,14 @@ def command_problems(cmd: str, where: str,
                                                 and re.fullmatch(r"[\d.]+", words[i + 1])):
             out.append(f"{where}: {w.split('=')[0]} with a fixed number in an entry triage "
                        "shows; say how to derive it from the value in use instead")
+    if words[:2] == ["ascend-doctor", "fix"]:  # the recipe reads --param KEY=VALUE only
+        for i, w in enumerate(words):
+            kv = words[i + 1] if w == "--param" and i + 1 < len(words) else (
+                w.split("=", 1)[1] if w.startswith("--param=") else None)
+            if w == "--param" and i + 1 == len(words):
+                out.append(f"{where}: --param without KEY=VALUE")
+            elif kv is not None and not re.fullmatch(r"[\w.-]+=\S.*", kv):
+                out.append(f"{where}: --param {kv!r} is not KEY=VALUE")
     if fix_params is not None and words[:2] == ["ascend-doctor", "fix"]:
         recipe = words[2] if len(words) > 2 else ""
         if recipe not in fix_params:
@@ -87,6 +97,26 @@ def command_problems(cmd: str, where: str,
                         out.append(f"{where}: {recipe} has no parameter {key!r} "
                                    f"(it takes {', '.join(fix_params[recipe]) or 'none'})")
     return out
+
+
+def signature_words(rx: str) -> set[str]:
+    """The literal words (4+ characters, lower case) a signature spells out, without group
+    names and escapes: what a near-miss line shares with it."""
+    rx = re.sub(r"\(\?P<\w+>", "(", rx)
+    rx = re.sub(r"\\[A-Za-z]", " ", rx)
+    return {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9_]{3,}", rx)}
+
+
+def near_miss(rx: str, lines: Iterable[str]) -> str | None:
+    """A line that shares a word with the signature ``rx`` but is not matched by it: the
+    proof from a real log that the signature is not just its most common word."""
+    try:
+        c = re.compile(rx, re.IGNORECASE | re.MULTILINE)
+    except (re.error, TypeError):
+        return None
+    words = signature_words(rx)
+    return next((ln for ln in lines if any(w in ln.lower() for w in words)
+                 and not c.search(ln)), None)
 
 
 def _bilingual(value: Any, where: str, prose: bool = False) -> list[str]:
@@ -112,7 +142,10 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
     """Problems of one entry; ``check_ids``/``fix_ids``/``fix_params`` None = do not check
     references. Every signature must match one of the entry's ``examples`` or, when given,
     a line of ``corpus`` (real logs), so a regex that can never match is caught, and none
-    may match a line of ``negatives`` (benign lines of real logs)."""
+    may match a line of ``negatives`` (benign lines of real logs). Every signature also needs
+    a negative: a line of the entry's ``near_misses`` (real lines that look like the failure
+    and must not match), else a real line of ``corpus``/``negatives`` that shares a word
+    with it without matching (``near_miss``)."""
     eid = d.get("id", "?")
     p = [f"{eid}: missing field {k!r}" for k in REQUIRED if k not in d]
     p += [f"{eid}: unknown field {k!r}" for k in d if k not in KNOWN]
@@ -151,6 +184,17 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
     for i, x in enumerate(examples, 1):
         if compiled_ok and not any(c.search(_normalized(x)) for c in compiled_ok):
             p.append(f"{eid}.examples[{i}]: matches none of the entry's signatures")
+    near = d.get("near_misses", [])
+    if not isinstance(near, list) or not all(isinstance(x, str) and x.strip() for x in near):
+        p.append(f"{eid}.near_misses: must be a list of log lines")
+        near = []
+    for i, x in enumerate(near, 1):
+        hit = next((c.pattern for c in compiled_ok if c.search(_normalized(x))), None)
+        if hit is not None:
+            p.append(f"{eid}.near_misses[{i}]: matches the entry's signature {hit!r}")
+    # where a signature's negative may come from: the entry's own near misses, else a real
+    # line (triage corpus, benign corpus) that shares a word with it and is not matched
+    real = [_normalized(x) for x in [*(corpus or ()), *negatives]]
     for i, rx in enumerate(d.get("signatures", []), 1):
         try:
             c = re.compile(rx, re.IGNORECASE | re.MULTILINE)
@@ -160,6 +204,9 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
         if not any(c.search(t) for t in texts):
             p.append(f"{eid}.signatures[{i}]: matches no example"
                      + (" and no corpus line" if corpus else "") + f" ({rx!r})")
+        if not near and near_miss(rx, real) is None:
+            p.append(f"{eid}.signatures[{i}]: no negative example: no real log line shares a "
+                     f"word with {rx!r} without matching it; add one to near_misses")
         bad = next((t for t in negatives if c.search(_normalized(t))), None)
         if bad is not None:
             p.append(f"{eid}.signatures[{i}]: matches a benign line ({bad[:80]!r})")
@@ -238,10 +285,44 @@ def signature_key(d: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(" ".join(str(s).split()) for s in d.get("signatures", []) or ())
 
 
+def _compiled(d: Mapping[str, Any]) -> list["re.Pattern[str]"]:
+    out = []
+    for rx in d.get("signatures", []) or ():
+        try:
+            out.append(re.compile(str(rx), re.IGNORECASE | re.MULTILINE))
+        except re.error:
+            pass  # validate_entry reports it
+    return out
+
+
+def same_cause(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
+    """Why two entries are one cause written twice, or None. Precisely: they share an
+    identical signature regex (whitespace-normalised), or neither is ``generic`` and an
+    example of each matches a signature of the other (each explains the other's line).
+    A generic entry (EZ9999, ACL call failed) may overlap a specific one: ranking lets the
+    specific one win."""
+    shared = signature_key(a) & signature_key(b)
+    if shared:
+        return f"the signature {sorted(shared)[0]!r}"
+    if a.get("generic") or b.get("generic"):
+        return None
+    from . import _normalized
+
+    def crossing(x: Mapping[str, Any], y: Mapping[str, Any]) -> str | None:
+        rxs = _compiled(y)
+        return next((e for e in x.get("examples", []) or () if isinstance(e, str)
+                     and any(c.search(_normalized(e)) for c in rxs)), None)
+    ab, ba = crossing(a, b), crossing(b, a)
+    if ab is not None and ba is not None:
+        return f"examples that match each other's signatures ({ab[:60]!r} / {ba[:60]!r})"
+    return None
+
+
 def cross_problems(files: Iterable[tuple[str, bytes]],
                    known_ids: Iterable[str] = ()) -> list[str]:
-    """Problems across files: a duplicate id, or two entries with identical signatures (the
-    same cause written twice — merge them, or give each the line that tells them apart)."""
+    """Problems across files: a duplicate id, or two entries with one cause (``same_cause``:
+    merge them, with the test that tells the cases apart in the steps)."""
+    seen_entries: list[tuple[str, Mapping[str, Any]]] = []
     by_key: dict[frozenset[str], str] = {}
     ids: dict[str, str] = {}
     refs: list[tuple[str, str, str]] = []  # (file, entry, id named in its texts)
@@ -262,6 +343,12 @@ def cross_problems(files: Iterable[tuple[str, bytes]],
             if key and key in by_key:
                 out.append(f"{name}: {eid} has the same signatures as {by_key[key]}")
             by_key.setdefault(key, eid)
+            for other_id, other in seen_entries:
+                why = same_cause(other, d) if key != signature_key(other) else None
+                if why:
+                    out.append(f"{name}: {eid} and {other_id} share one cause: {why}; merge "
+                               "them (keep the other id as an alias)")
+            seen_entries.append((eid, d))
             texts = [d.get(k) for k in ("cause", "message")] + list(d.get("steps", []) or []) + \
                 list(d.get("advice", []) or [])
             for t in texts:

@@ -111,6 +111,12 @@ def test_synthetic_good_entry_passes(refs):
      "dns.hosts-pin has no parameter 'port'"),
     ('cmd = "true"', 'cmd = "ascend-doctor fix service.launch-flags --param '
      'gpu-memory-utilization=0.9"', "names a fixed value"),
+    # issue 15: a fix command the recipe can read: --param KEY=VALUE, never a bare key
+    ('cmd = "true"', 'cmd = "ascend-doctor fix tlb.hugepages --param thp"',
+     "--param 'thp' is not KEY=VALUE"),
+    ('cmd = "true"', 'cmd = "ascend-doctor fix tlb.hugepages --param"', "--param without KEY=VALUE"),
+    ('cmd = "true"', 'cmd = "ascend-doctor fix service.launch-flags --param=block-size="',
+     "is not KEY=VALUE"),
     ('advice = [ { when = { vllm_ascend = ">=0.11" }, en = "a", zh = "甲" } ]',
      'advice = [ { when = { vllm_ascend = ">=0.11" }, en = "a" } ]', "advice[1]: missing the zh"),
     ('title = { en = "Title", zh = "标题" }', 'title = { en = "Title", zh = "Title" }',
@@ -141,11 +147,63 @@ def test_identical_signatures_in_two_entries_are_one_cause_twice():
     other = GOOD.replace("ASC-TST-001", "ASC-TST-002")
     assert any("same signatures as ASC-TST-001" in p
                for p in cross_problems([("a.toml", GOOD.encode()), ("b.toml", other.encode())]))
-    distinct = other.replace("cannot open']", "cannot open shared']")
+    # issue 15: a distinct cause has its own line too (not one the first entry also explains)
+    distinct = other.replace("cannot open']", "undefined symbol']").replace(
+        "libzz_test.so: cannot open shared object file", "libzz_test.so: undefined symbol: zzInit")
     assert cross_problems([("a.toml", GOOD.encode()), ("b.toml", distinct.encode())]) == []
     dangling = GOOD.replace('cause = { en = "Cause"', 'cause = { en = "Cause; see ASC-TST-404"')
     assert any("names ASC-TST-404, which is no entry" in p
                for p in cross_problems([("a.toml", dangling.encode())]))
+
+
+# the shape of ASC-OPS-001 / ASC-NPU-004 before issue 15 merged them: different regexes,
+# the same real line (vllm-ascend #2698) explained by both
+DCMI_A = GOOD.replace("signatures = ['(?P<lib>libzz\\w+\\.so): cannot open']",
+                      "signatures = ['dcmi module initiali[sz]ed? failed.*ret is (?P<code>-\\d+)']"
+                      ).replace("libzz_test.so: cannot open shared object file",
+                                "dcmi module initialize failed. ret is -8005")
+DCMI_B = DCMI_A.replace("ASC-TST-001", "ASC-TST-002").replace(
+    "initiali[sz]ed? failed.*ret is (?P<code>-\\d+)", "initialize failed\\. ret is (?P<ret>-80\\d\\d)")
+
+
+def test_two_entries_explaining_each_others_real_line_are_one_cause():
+    assert DCMI_A != DCMI_B and "ASC-TST-002" in DCMI_B
+    problems = cross_problems([("a.toml", DCMI_A.encode()), ("b.toml", DCMI_B.encode())])
+    assert any("ASC-TST-002 and ASC-TST-001 share one cause: examples that match each other"
+               in p for p in problems), problems
+    # a generic entry may overlap a specific one: ranking puts the specific one first
+    generic = DCMI_B.replace('fix = "ldconf.ascend-conf"', 'fix = "ldconf.ascend-conf"\ngeneric = true')
+    assert cross_problems([("a.toml", DCMI_A.encode()), ("b.toml", generic.encode())]) == []
+
+
+def test_one_shared_signature_is_one_cause_even_with_others_apart():
+    # ASC-UPS-020 and ASC-LOG-003 before the merge: one regex in common, the rest different
+    a = GOOD.replace("signatures = ['(?P<lib>libzz\\w+\\.so): cannot open']",
+                     "signatures = ['(?P<lib>libzz\\w+\\.so): cannot open', 'zzWatchdog timeout']")
+    b = GOOD.replace("ASC-TST-001", "ASC-TST-002").replace(
+        "signatures = ['(?P<lib>libzz\\w+\\.so): cannot open']",
+        "signatures = ['(?P<lib>libzz\\w+\\.so): cannot open shared', 'zzWatchdog timeout']")
+    problems = cross_problems([("a.toml", a.encode()), ("b.toml", b.encode())])
+    assert any("share one cause: the signature 'zzWatchdog timeout'" in p for p in problems)
+
+
+def test_every_signature_needs_a_negative_from_a_real_log(refs):
+    # a signature whose words no real line shares (so nothing shows it is narrower than them)
+    lone = GOOD.replace("'(?P<lib>libzz\\w+\\.so): cannot open'", "'ZZQUUX_NOT_FOUND'").replace(
+        "libzz_test.so: cannot open shared object file", "ZZQUUX_NOT_FOUND")
+    assert any("signatures[1]: no negative example" in p for p in _problems(lone, refs))
+    # a real near miss (vllm-ascend #2349: an ACL failure that is not this code) fixes it
+    near = lone.replace('fix = "ldconf.ascend-conf"', 'fix = "ldconf.ascend-conf"\nnear_misses = '
+                        '["ERROR 08-28 02:33:28 [core.py:634] RuntimeError: ACL stream synchronize '
+                        'failed, error code:507035"]')
+    assert _problems(near, refs) == []
+    # a near miss the entry's own signature matches is no near miss
+    wrong = lone.replace('fix = "ldconf.ascend-conf"', 'fix = "ldconf.ascend-conf"\n'
+                         'near_misses = ["set ZZQUUX_NOT_FOUND=1"]')
+    assert any("near_misses[1]: matches the entry's signature" in p for p in _problems(wrong, refs))
+    # the automatic negative: a corpus line that shares a word ("cannot open") without matching
+    assert _problems(GOOD, refs) == []
+    assert not any("no negative" in p for p in _problems(GOOD, {**refs, "negatives": []}))
 
 
 def test_lint_command_runs_the_rules_over_the_shipped_kb(cli):

@@ -291,8 +291,8 @@ def test_log_signatures_with_line_numbers(sysroot):
                       LogFile("/var/log/missing.log", "--log", None, "not found")))
     fs = list(logs.signatures(gather_log_matches(sysroot.host(), src, gather_knowledge())))
     by_kb = {f.kb[0]: f for f in fs if f.kb}
-    assert by_kb["ASC-LOG-005"].status == Status.FAIL
-    assert by_kb["ASC-LOG-005"].evidence["lines"][0]["line"] == 2
+    assert by_kb["ASC-VER-007"].status == Status.FAIL
+    assert by_kb["ASC-VER-007"].evidence["lines"][0]["line"] == 2
     assert by_kb["ASC-LOG-003"].evidence["lines"][0]["line"] == 4
     assert by_kb["ASC-SVC-008"].status == Status.FAIL  # the stats line: 120 waiting
     assert any(f.status == Status.ERROR and "missing.log" in f.message for f in fs)

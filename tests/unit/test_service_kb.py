@@ -41,7 +41,7 @@ REAL_LINES = {
     "ASC-LOG-002": "EZ9999: Inner Error! numHeads / numKvHeads = 8, MLA only support {32, 64, 128}",
     "ASC-LOG-003": "EI0006: Getting socket times out. Reason: Remote Rank did not send the data in time.",
     "ASC-LOG-004": "RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB total",
-    "ASC-LOG-005": "RuntimeError: Failed to infer device type",
+    "ASC-VER-007": "RuntimeError: Failed to infer device type",  # ASC-LOG-005 merged into it
     "ASC-LOG-006": "ValueError: No available memory for the cache blocks. Try increasing "
                    "`gpu_memory_utilization` when initializing the engine.",
     "ASC-LOG-007": "NPUGraph.cpp AclmdlRICaptureBegin error code is 207008 EL0009 The stream resources "
