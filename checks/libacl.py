@@ -178,13 +178,13 @@ def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env:
                               "{skipped}; no {name} under {roots}: "
                               "inside a container the host's /usr/local/Ascend/driver/lib64 "
                               "must be mounted", roots=roots, **a),
-                            subject=name, evidence=evidence, kb="ASC-LIB-007")
+                            subject=name, evidence=evidence, kb="ASC-CTR-004")
     return Finding.fail(T("{name} needed by {who} is not found; tried in order: {tried}{skipped}"
                           "; no file of that name under "
                           "{roots}: the {pkg} is not installed (or installed elsewhere)",
                           roots=roots, pkg=pkg, **a), subject=name,
                         evidence={**evidence, "package": pkg},
-                        kb=("ASC-LIB-006", "ASC-LIB-007") if name in DRIVER_LIBS
+                        kb=("ASC-LIB-006", "ASC-CTR-004") if name in DRIVER_LIBS
                         else "ASC-LIB-006")
 
 

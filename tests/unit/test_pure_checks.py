@@ -164,7 +164,7 @@ def _driver_lib_missing(in_container: bool):
 
 def test_libacl_resolve_rules_on_the_context_fact():
     (inside,) = _driver_lib_missing(True)
-    assert "inside a container" in inside.message and inside.kb == ("ASC-LIB-007",)
+    assert "inside a container" in inside.message and inside.kb == ("ASC-CTR-004",)
     (bare,) = _driver_lib_missing(False)
     assert "Ascend driver (HDK) is not installed" in bare.message
     assert bare.cause == "libs.missing:libascend_hal.so"
