@@ -98,3 +98,15 @@ def tr(text: str, lang: str | None) -> str:
             return str.__str__(text)
     target = lookup(text)
     return text if target is None else target
+
+
+def tt(lang: str | None, template: str, /, **args: Any) -> str:
+    """``T(template, **args)`` rendered in ``lang`` at once (for report and UI strings
+    built where the language is known); extracted like ``T``."""
+    return tr(Msg(template, **args), lang)
+
+
+def ntt(lang: str | None, n: int, one: str, many: str, /, **args: Any) -> str:
+    """``one`` or ``many`` (English plural by ``n``, which is passed as ``{n}``) in ``lang``;
+    languages without plural forms translate both to the same text."""
+    return tt(lang, one if n == 1 else many, n=n, **args)
