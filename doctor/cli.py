@@ -28,7 +28,7 @@ def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
     if junit:
         from .atomic import atomic_write
         from .report import junit as junit_report
-        atomic_write(junit, junit_report.render(report).encode())
+        atomic_write(junit, junit_report.render(report, kb).encode())
     if as_json:
         from .report import jsonreport
         ids = {k for _, f in report.findings() for k in f.kb}
