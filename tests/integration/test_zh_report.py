@@ -162,3 +162,18 @@ def test_the_zh_demo_report_matches_its_golden(zh_reports):
         GOLDEN.write_text(got, encoding="utf-8")
     assert got == GOLDEN.read_text(encoding="utf-8")
     assert max(len(x) for x in got.splitlines()) <= 100
+
+
+def test_cli_messages_follow_the_language(tmp_path):
+    zh = {"ASCEND_DOCTOR_LANG": "zh"}
+    r = run_cli("demo", "--export", str(tmp_path / "d.tar.gz"), env=zh)
+    assert r.returncode == 0 and r.stderr.strip() == f"已将演示包写入 {tmp_path / 'd.tar.gz'}"
+    r = run_cli("list", env=zh)
+    assert "KV 块表：没有块被两个存活请求同时占用" in r.stdout
+    en = run_cli("list", env={"ASCEND_DOCTOR_LANG": "en"})
+    assert "KV block tables: no block held by two live requests" in en.stdout
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"not a tar")
+    r = run_cli("check", "--bundle", str(bad), env=zh)
+    assert r.returncode == 2 and r.stderr.startswith("ascend-doctor: ") and len(
+        r.stderr.strip().splitlines()) == 1
