@@ -37,7 +37,8 @@ from ascend_doctor.registry import check
 KB = "ASC-KV-001"
 MAX_EXAMPLES = 20
 KINDS = {
-    "fresh-block-held": N_("a block just allocated to one request is still held by another live request"),
+    "fresh-block-held": N_("a block just allocated to one request is still held by another "
+                           "live request"),
     "no-prefix-cache": N_("a block is held by two live requests while prefix caching is off"),
     "other-position": N_("a block is shared at different positions (or KV-cache groups)"),
     "partial-block": N_("a block is shared before it is full (only full blocks are prefix-cached)"),

@@ -280,7 +280,8 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
     if unknown:
         yield Finding.info(T("NPU sharing not judged for {pids}: its environment "
                              "(ASCEND_RT_VISIBLE_DEVICES) could not be read, so which NPUs it "
-                             "uses is unknown", pids=", ".join(f"pid {p}" for p in unknown)), subject=", ".join(
+                             "uses is unknown", pids=", ".join(f"pid {p}" for p in unknown)),
+                           subject=", ".join(
                                f"pid {p}" for p in unknown),
                            evidence={"pids": unknown, "reasons": {
                                sp.pid: sp.env_error for sp in procs.servers if sp.pid in unknown}})
@@ -339,7 +340,8 @@ def parallel(procs: ServiceProcesses, nodes: DavinciNodes | None) -> Iterator[Fi
                          if b.lower() == "nccl" else
                          T("--{flag} {backend}: vLLM has no such flag (it is "
                            "--distributed-executor-backend mp|ray); the collective backend is "
-                           "HCCL on its own. Remove it.", flag=flag, backend=b), subject=subj, evidence={"backend": b,
+                           "HCCL on its own. Remove it.", flag=flag, backend=b),
+                         subject=subj, evidence={"backend": b,
                                                                  "executor_backend": exec_backend},
                          kb="ASC-CFG-007", fix="service.launch-flags",
                          fix_params={"pid": sp.pid, "remove": ["--distributed-backend"]})
@@ -401,7 +403,8 @@ def env_knobs(senv: ServiceEnv) -> Iterator[Finding]:
         bad = True
         yield Finding.fail(T("both PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF are set in "
                              "{source}: torch_npu 26.2+ with PyTorch >= 2.10 treats them as "
-                             "aliases and exits when both are set", source=senv.source), subject=subj, evidence=ev,
+                             "aliases and exits when both are set", source=senv.source),
+                           subject=subj, evidence=ev,
                            kb="ASC-PERF-004", fix="service.env",
                            fix_params={"unset": ["PYTORCH_ALLOC_CONF"]})
     if nccl:

@@ -89,7 +89,8 @@ def visible_devices(env: ServiceEnv, dev: AscendDevices) -> Iterator[Finding]:
     ev = {"value": value, "source": env.source, "davinci": dev.chip_indices}
     if ids is None:
         yield Finding.fail(T("ASCEND_RT_VISIBLE_DEVICES={value} ({source}) is not a comma "
-                             "list of device indices", value=repr(value), source=env.source), evidence=ev, kb="ASC-CTR-003",
+                             "list of device indices", value=repr(value), source=env.source),
+                           evidence=ev, kb="ASC-CTR-003",
                            fix="service.env", fix_params={"var": "ASCEND_RT_VISIBLE_DEVICES"})
         return
     out = [i for i in ids if i >= n]
@@ -104,7 +105,8 @@ def visible_devices(env: ServiceEnv, dev: AscendDevices) -> Iterator[Finding]:
               "given /dev/davinci{first} use 0", value=value, source=env.source,
               out=", ".join(map(str, out)), n=n,
               nodes=", ".join(f"/dev/davinci{i}" for i in dev.chip_indices) or T("none"),
-              first=dev.chip_indices[0] if n else "N"), evidence=ev, kb="ASC-CTR-003", fix="service.env",
+              first=dev.chip_indices[0] if n else "N"),
+            evidence=ev, kb="ASC-CTR-003", fix="service.env",
             fix_params={"var": "ASCEND_RT_VISIBLE_DEVICES",
                         "value": ",".join(str(i) for i in range(min(len(ids), n)))})
     elif len(set(ids)) == len(ids):
@@ -130,7 +132,8 @@ def driver_mounts(ctr: ContainerInfo) -> Iterator[Finding]:
                            kb="ASC-CTR-004")
     else:
         yield Finding.passed(T("in a container ({why}); all {n} driver mounts are present",
-                               why=ctr.evidence[0], n=len(ctr.mounts)), evidence={"container": list(ctr.evidence)})
+                               why=ctr.evidence[0], n=len(ctr.mounts)),
+                             evidence={"container": list(ctr.evidence)})
 
 
 @check("container.non-root", title="The service does not run as root",

@@ -264,7 +264,8 @@ def hosts_pin(r: ResolverConfig, t: DnsTraffic | None, options: RunOptions) -> I
                            fix_params={"hostname": name, "address": address})
     else:
         yield Finding.info(T("{name} (from {origin}) is not pinned in /etc/hosts (no load "
-                             "client runs here)", name=name, origin=origin), subject="/etc/hosts", evidence=ev, kb="ASC-NET-001")
+                             "client runs here)", name=name, origin=origin),
+                           subject="/etc/hosts", evidence=ev, kb="ASC-NET-001")
 
 
 @check("dns.resolver", title="resolv.conf and a local cache keep lookups cheap",
@@ -285,7 +286,8 @@ def resolver(r: ResolverConfig) -> Iterator[Finding]:
         yield Finding.warn(T("/etc/resolv.conf: options ndots:{ndots} with {n} search "
                              "domains: a name with fewer than {ndots} dots is tried under each "
                              "suffix first (up to {queries} queries, ×2 with A+AAAA)",
-                             ndots=rc.ndots, n=len(rc.search), queries=len(rc.search) + 1), subject="/etc/resolv.conf", evidence=ev,
+                             ndots=rc.ndots, n=len(rc.search), queries=len(rc.search) + 1),
+                           subject="/etc/resolv.conf", evidence=ev,
                            kb="ASC-NET-002")
     worst_wait = rc.timeout * rc.attempts * max(1, len(rc.nameservers))
     if worst_wait >= 15:
@@ -352,7 +354,8 @@ def tcp_ports(r: ResolverConfig) -> Iterator[Finding]:
                            kb="ASC-NET-004", fix="sysctl.tcp-ports", fix_params=params)
     elif width and tw is not None and (tw >= 0.1 * width or (tw >= 1000 and width < 30000)):
         yield Finding.warn(T("{desc}: a load test that opens a connection per request will run "
-                             "out of ports", desc=desc), evidence=ev, kb="ASC-NET-004", fix="sysctl.tcp-ports",
+                             "out of ports", desc=desc),
+                           evidence=ev, kb="ASC-NET-004", fix="sysctl.tcp-ports",
                            fix_params=params)
     elif width and width < 10000 and r.load_clients:
         yield Finding.warn(T("{desc}: only {n} ephemeral ports with load clients running",

@@ -37,7 +37,8 @@ def npu_memory(trend: NpuMemoryTrend) -> Iterator[Finding]:
     unknown = all(p.running is None for p in trend.points)
     if len(idle) < 3:
         yield Finding.skip(T("the service was busy in {busy} of {n} samples; a leak trend "
-                             "needs an idle window", busy=busy, n=len(trend.points)), evidence={"busy_samples": busy})
+                             "needs an idle window", busy=busy, n=len(trend.points)),
+                           evidence={"busy_samples": busy})
         return
     devices = sorted({d for p in idle for d in p.used_mb})
     for dev in devices:
@@ -65,7 +66,8 @@ def npu_memory(trend: NpuMemoryTrend) -> Iterator[Finding]:
         else:
             yield Finding.passed(T("NPU {dev}: {first} → {last} MB over {window} s idle", dev=dev,
                                    first=f"{series[0][1]:.0f}", last=f"{series[-1][1]:.0f}",
-                                   window=f"{ev['window_s']:.0f}"), subject=f"NPU {dev}", evidence=ev)
+                                   window=f"{ev['window_s']:.0f}"),
+                                 subject=f"NPU {dev}", evidence=ev)
     if trend.clamped:
         yield Finding.info(T("--watch capped at {seconds} s", seconds=f"{trend.watch_s:.0f}"))
     if not devices:

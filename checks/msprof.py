@@ -115,7 +115,8 @@ def copy_bound(p: Profile) -> Iterator[Finding]:
             yield Finding.passed(msg, subject=f"device {d.device}", evidence=ev)
     if not seen:
         yield Finding.info(T("{root}: no kernel or API time exported (files: {files})",
-                             root=p.root, files=", ".join(p.files)), evidence={"files": list(p.files)})
+                             root=p.root, files=", ".join(p.files)),
+                           evidence={"files": list(p.files)})
 
 
 @check("msprof.hccl-copies", title="Copies inside HCCL communication are not dominant",

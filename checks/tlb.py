@@ -98,7 +98,8 @@ def hugepages(hp: HugePages) -> Iterator[Finding]:
     if _small_pages_only(hp):
         yield Finding.warn(T("transparent hugepages are off ([never]) and no HugePages are "
                              "reserved: every host mapping uses 4 KiB pages, so large pinned "
-                             "KV/host buffers cost many TLB entries"), evidence=ev, kb="ASC-PERF-001",
+                             "KV/host buffers cost many TLB entries"),
+                           evidence=ev, kb="ASC-PERF-001",
                            fix="tlb.hugepages", fix_params={"thp": "madvise"}, cause=SMALL_PAGES)
     else:
         yield Finding.info(T("THP [{mode}], HugePages {total} × {size} kB ({free} free), "

@@ -71,7 +71,8 @@ def test_junit_names_each_problem_and_the_root_that_explains_a_symptom(tmp_path)
     props = [(p.get("name"), p.get("value")) for p in suite.find("properties")]
     assert [n for n, _ in props] == [f"problem.{p['rank']}" for p in probs]
     for (_, value), p in zip(props, probs):
-        assert value.startswith(p["severity"] + " ") and f"root cause: {p['root']['check']}" in value
+        assert value.startswith(p["severity"] + " ")
+        assert f"root cause: {p['root']['check']}" in value
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     order = cases["ldconf.order"].find("failure")
     assert order is not None and "explained by ldconf.perms" in order.text
