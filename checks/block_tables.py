@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+from ascend_doctor.i18n import N_, T, join
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.block_audit import (BadLine, BlockAuditLog, Disabled, Header, Record,
                                        StepV0, StepV1)
@@ -36,13 +37,14 @@ from ascend_doctor.registry import check
 KB = "ASC-KV-001"
 MAX_EXAMPLES = 20
 KINDS = {
-    "fresh-block-held": "a block just allocated to one request is still held by another live request",
-    "no-prefix-cache": "a block is held by two live requests while prefix caching is off",
-    "other-position": "a block is shared at different positions (or KV-cache groups)",
-    "partial-block": "a block is shared before it is full (only full blocks are prefix-cached)",
-    "twice-in-request": "the same block id appears twice in one request",
-    "out-of-range": "a block id lies outside [0, num_gpu_blocks)",
-    "split-mismatch": "kernel-block ids do not map back to whole scheduler blocks",
+    "fresh-block-held": N_("a block just allocated to one request is still held by another "
+                           "live request"),
+    "no-prefix-cache": N_("a block is held by two live requests while prefix caching is off"),
+    "other-position": N_("a block is shared at different positions (or KV-cache groups)"),
+    "partial-block": N_("a block is shared before it is full (only full blocks are prefix-cached)"),
+    "twice-in-request": N_("the same block id appears twice in one request"),
+    "out-of-range": N_("a block id lies outside [0, num_gpu_blocks)"),
+    "split-mismatch": N_("kernel-block ids do not map back to whole scheduler blocks"),
 }
 
 
@@ -149,8 +151,9 @@ class Replay:
             if chunk[0] % r or list(chunk) != list(range(p * r, p * r + len(chunk))):
                 self.r.add(Violation("split-mismatch", step.step, step.line, (req,),
                                      tuple(chunk),
-                                     f"kernel ids {list(chunk)} of {req} are not {r} consecutive "
-                                     f"ids of one block (split {r})"))
+                                     T("kernel ids {ids} of {req} are not {r} consecutive ids "
+                                       "of one block (split {r})", ids=list(chunk), req=req,
+                                       r=r)))
             out.append(p)
         return out
 
@@ -159,7 +162,8 @@ class Replay:
         n = self._nblocks
         if b < 0 or (n is not None and b >= n):
             self.r.add(Violation("out-of-range", st.step, st.line, (req,), (b,),
-                                 f"block {b} of {req} (group {g}) is outside [0, {n})"))
+                                 T("block {b} of {req} (group {g}) is outside [0, {n})", b=b,
+                                   req=req, g=g, n=n)))
             return
         if b == 0 or (g and not self._group_checked(g)):
             return  # the null block; or a group whose frees the log cannot see
@@ -200,10 +204,13 @@ class Replay:
             self.r.shares += 1
         else:
             r2, g2, i2 = other
-            where = lambda r_, g_, i_: f"{r_} (group {g_}, index {'?' if i_ is None else i_})"  # noqa: E731
-            detail = (f"block {b} held by {where(r2, g2, i2)} was handed to {where(req, g, idx)}"
+            def where(r_: str, g_: int, i_: int | None) -> str:
+                return T("{req} (group {group}, index {index})", req=r_, group=g_,
+                         index="?" if i_ is None else i_)
+            detail = (T("block {b} held by {a} was handed to {c}", b=b, a=where(r2, g2, i2),
+                        c=where(req, g, idx))
                       if kind == "fresh-block-held" else
-                      f"block {b}: {where(r2, g2, i2)} and {where(req, g, idx)}")
+                      T("block {b}: {a} and {c}", b=b, a=where(r2, g2, i2), c=where(req, g, idx)))
             self.r.add(Violation(kind, st.step, st.line, tuple(dict.fromkeys((r2, req))), (b,),
                                  detail))
         holders.setdefault(req, []).append((g, idx))
@@ -371,22 +378,22 @@ class Replay:
                 for i, b in enumerate(table):
                     if b < 0 or (n is not None and b >= n):
                         self._v0_add("out-of-range", st, (g.request_id,), b,
-                                     f"block {b} of {g.request_id} seq {seq} is outside [0, {n})")
+                                     T("block {b} of {req} seq {seq} is outside [0, {n})", b=b,
+                                       req=g.request_id, seq=seq, n=n))
                         continue
                     prev = owners.get(b)
                     if prev is None:
                         owners[b] = (g.request_id, seq, i)
                         continue
                     r2, s2, i2 = prev
-                    where = f"{r2} seq {s2} index {i2} and {g.request_id} seq {seq} index {i}"
+                    where = T("block {b}: {r2} seq {s2} index {i2} and {req} seq {seq} index {i}",
+                              b=b, r2=r2, s2=s2, i2=i2, req=g.request_id, seq=seq, i=i)
                     if r2 == g.request_id and s2 == seq:
-                        self._v0_add("twice-in-request", st, (r2,), b, f"block {b}: {where}")
+                        self._v0_add("twice-in-request", st, (r2,), b, where)
                     elif i2 != i:
-                        self._v0_add("other-position", st, (r2, g.request_id), b,
-                                     f"block {b}: {where}")
+                        self._v0_add("other-position", st, (r2, g.request_id), b, where)
                     elif r2 != g.request_id and not (hdr and hdr.prefix_caching):
-                        self._v0_add("no-prefix-cache", st, (r2, g.request_id), b,
-                                     f"block {b}: {where}")
+                        self._v0_add("no-prefix-cache", st, (r2, g.request_id), b, where)
                     else:
                         self.r.shares += 1  # a fork of one seq group, or a prefix-cache hit
         self.r.max_live = max(self.r.max_live, live)
@@ -408,32 +415,35 @@ def replay(records: Iterable[Record]) -> AuditResult:
 
 
 def _lines(bad: list[tuple[int, str]]) -> str:
-    return "; ".join(f"line {n}: {why}" for n, why in bad[:3])
+    return join("; ", (T("line {n}: {reason}", n=n, reason=why) for n, why in bad[:3]))
 
 
 def findings_for(path: str, r: AuditResult) -> Iterator[Finding]:
     """Findings for one replayed log (pure; the check streams the file into ``replay``)."""
     if r.bad_lines:
         only_tail = r.bad_lines == 1 and r.truncated_at is not None
-        msg = (f"{path}: {r.bad_lines} unreadable line(s) skipped ({_lines(r.bad_examples)})"
-               + (" — the file ends mid-line (still being written, or the engine died)"
-                  if r.truncated_at else ""))
+        tail = (T(" — the file ends mid-line (still being written, or the engine died)")
+                if r.truncated_at else "")
+        msg = T("{path}: {n} unreadable line(s) skipped ({examples}){tail}", path=path,
+                n=r.bad_lines, examples=_lines(r.bad_examples), tail=tail)
         evidence = {"file": path, "bad_lines": r.bad_lines,
                     "examples": [{"line": n, "reason": why} for n, why in r.bad_examples]}
         if r.steps == 0 and r.headers == 0:
-            yield Finding.error(msg + "; no audit record could be read", subject=path,
+            yield Finding.error(T("{text}; no audit record could be read", text=msg), subject=path,
                                 evidence=evidence, kb=KB)
             return
         yield (Finding.info if only_tail else Finding.warn)(msg, subject=path, evidence=evidence)
     for line, reason in r.disabled[:1]:
-        yield Finding.warn(f"{path}: the audit plugin disabled itself at line {line}: {reason}"
-                           " (steps after it were not recorded)", subject=path,
+        yield Finding.warn(T("{path}: the audit plugin disabled itself at line {line}: {reason} "
+                             "(steps after it were not recorded)", path=path, line=line,
+                             reason=reason), subject=path,
                            evidence={"file": path, "line": line, "reason": reason}, kb=KB)
     if r.steps == 0:
-        yield Finding.warn(f"{path}: no engine step recorded"
-                           + (" (header only: the engine served nothing yet)" if r.headers else
-                              " and no header: is the plugin loaded? (VLLM_PLUGINS, "
-                              "ASCEND_DOCTOR_BLOCK_AUDIT in the EngineCore's environment)"),
+        yield Finding.warn(T("{path}: no engine step recorded (header only: the engine served "
+                             "nothing yet)", path=path) if r.headers else
+                           T("{path}: no engine step recorded and no header: is the plugin "
+                             "loaded? (VLLM_PLUGINS, ASCEND_DOCTOR_BLOCK_AUDIT in the "
+                             "EngineCore's environment)", path=path),
                            subject=path, evidence={"file": path, "headers": r.headers}, kb=KB)
         return
     h = r.header
@@ -452,23 +462,26 @@ def findings_for(path: str, r: AuditResult) -> Iterator[Finding]:
         blocks = sorted(r.blocks_by_kind.get(kind, ()))
         reqs = r.reqs_by_kind.get(kind, set())
         yield Finding.fail(
-            f"{KINDS[kind]}: {first.detail} at step {first.step}; {count} such event(s) "
-            f"over {len(reqs)} request(s) and {len(blocks)} block id(s) in {r.steps} steps",
+            T("{kind}: {detail} at step {step}; {count} such event(s) over {reqs} request(s) and "
+              "{blocks} block id(s) in {steps} steps", kind=T(KINDS[kind]), detail=first.detail,
+              step=first.step, count=count, reqs=len(reqs), blocks=len(blocks), steps=r.steps),
             subject=path, kb=KB,
             evidence={**context, "kind": kind, "count": count, "violations_total": total,
                       "blocks": blocks[:MAX_EXAMPLES], "examples": [v.as_dict() for v in ex]})
     if not total:
         notes = []
         if h is None:
-            notes.append("no header: id range and prefix-cache state unknown")
+            notes.append(T("no header: id range and prefix-cache state unknown"))
         if r.unchecked_groups:
-            notes.append("not checked for sharing: " + ", ".join(sorted(r.unchecked_groups)))
+            notes.append(T("not checked for sharing: {groups}",
+                           groups=", ".join(sorted(r.unchecked_groups))))
         if r.partial_requests:
-            notes.append(f"{r.partial_requests} request(s) started before the log")
+            notes.append(T("{n} request(s) started before the log", n=r.partial_requests))
         yield Finding.passed(
-            f"{path}: {r.steps} steps, {r.requests} requests (up to {r.max_live} live), "
-            f"{r.shares} prefix-cache share(s); no block id held twice"
-            + (" (" + "; ".join(notes) + ")" if notes else ""),
+            T("{path}: {steps} steps, {requests} requests (up to {live} live), {shares} "
+              "prefix-cache share(s); no block id held twice{notes}", path=path, steps=r.steps,
+              requests=r.requests, live=r.max_live, shares=r.shares,
+              notes=T(" ({notes})", notes=join("; ", notes)) if notes else ""),
             subject=path, evidence={**context, "shares": r.shares})
 
 

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from ascend_doctor.errors import SourceError, SourceMissing
 from ascend_doctor.facts import FactFailed, FactStore
+from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.packages import Packages
 from ascend_doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
@@ -63,26 +64,29 @@ def predict_block_size(requested: int | None, va: Version | None, model: str,
                        prefix_caching: bool, chunked_prefill: bool) -> tuple[int | None, str]:
     """What vllm-ascend makes of ``--block-size`` (refresh_block_size / check_and_update_config)."""
     if va is None:
-        return requested, "vllm-ascend version unknown: assuming the flag is used as given"
+        return requested, T("vllm-ascend version unknown: assuming the flag is used as given")
     if va >= Version("0.23") and _DSV4.search(model or ""):
         if requested is None:
-            return 128, f"vllm-ascend {va} defaults to 128"
+            return 128, T("vllm-ascend {va} defaults to 128", va=va)
         if requested in (32, 64, 128):
-            return requested, f"vllm-ascend {va} accepts 32/64/128 for deepseek_v4"
-        return 32, f"vllm-ascend {va} accepts only 32/64/128 for deepseek_v4 and falls back to 32"
+            return requested, T("vllm-ascend {va} accepts 32/64/128 for deepseek_v4", va=va)
+        return 32, T("vllm-ascend {va} accepts only 32/64/128 for deepseek_v4 and falls back "
+                     "to 32", va=va)
     if requested is None:
-        return 128, f"vllm-ascend {va} defaults to 128"
+        return 128, T("vllm-ascend {va} defaults to 128", va=va)
     if va >= Version("0.11"):
         if requested != 128 and (prefix_caching or chunked_prefill):
-            on = " and ".join(n for n, b in (("prefix caching", prefix_caching),
-                                              ("chunked prefill", chunked_prefill)) if b)
-            return 128, f"vllm-ascend {va} forces 128 when {on} is on"
-        return requested, f"vllm-ascend {va} keeps {requested} (prefix caching and chunked prefill off)"
+            on = (T("prefix caching and chunked prefill") if prefix_caching and chunked_prefill
+                  else T("prefix caching") if prefix_caching else T("chunked prefill"))
+            return 128, T("vllm-ascend {va} forces 128 when {on} is on", va=va, on=on)
+        return requested, T("vllm-ascend {va} keeps {requested} (prefix caching and chunked "
+                            "prefill off)", va=va, requested=requested)
     if va >= Version("0.9") and prefix_caching and requested != 128:
-        return 128, f"vllm-ascend {va} forces 128 when prefix caching is on"
+        return 128, T("vllm-ascend {va} forces 128 when prefix caching is on", va=va)
     if prefix_caching and requested != 128:
-        return None, f"vllm-ascend {va} refuses to start with prefix caching and block size != 128"
-    return requested, f"vllm-ascend {va} keeps {requested}"
+        return None, T("vllm-ascend {va} refuses to start with prefix caching and block size "
+                       "!= 128", va=va)
+    return requested, T("vllm-ascend {va} keeps {requested}", va=va, requested=requested)
 
 
 def _int(v: object) -> int | None:
@@ -103,7 +107,8 @@ def _float(v: object) -> float | None:
        category=Category.CONFIG, tags=("service", "config"))
 def launch(procs: ServiceProcesses) -> Iterator[Finding]:
     if not procs.servers:
-        yield Finding.skip("no vLLM server process (vllm serve / vllm.entrypoints.openai.api_server)")
+        yield Finding.skip(T("no vLLM server process (vllm serve / "
+                             "vllm.entrypoints.openai.api_server)"))
         return
     for sp in procs.servers:
         ev = {"pid": sp.pid, "user": sp.user, "interpreter": sp.interpreter,
@@ -112,15 +117,18 @@ def launch(procs: ServiceProcesses) -> Iterator[Finding]:
               "children": len(sp.children), "config_file": sp.config_file,
               "visible_devices": sp.visible_devices}
         if sp.config_error:
-            yield Finding.error(f"cannot use the --config file {sp.config_file}: {sp.config_error}",
+            yield Finding.error(T("cannot use the --config file {file}: {reason}",
+                                  file=sp.config_file, reason=sp.config_error),
                                 subject=_subject(sp), evidence=ev)
-        ports = ", ".join(str(p) for p in sp.listen_ports) or "no listening port seen"
-        yield Finding.info(f"vLLM server pid {sp.pid} (user {sp.user or '?'}, {sp.interpreter or '?'}) "
-                           f"on {ports}, {len(sp.workers)} EngineCore/worker processes, model "
-                           f"{sp.model_name or '?'}", subject=_subject(sp), evidence=ev)
+        ports = ", ".join(str(p) for p in sp.listen_ports) or T("no listening port seen")
+        yield Finding.info(T("vLLM server pid {pid} (user {user}, {python}) on {ports}, {n} "
+                             "EngineCore/worker processes, model {model}", pid=sp.pid,
+                             user=sp.user or "?", python=sp.interpreter or "?", ports=ports,
+                             n=len(sp.workers), model=sp.model_name or "?"),
+                           subject=_subject(sp), evidence=ev)
     if len(procs.servers) > 1:
-        yield Finding.info(f"{len(procs.servers)} vLLM servers on this host: "
-                           + ", ".join(f"pid {s.pid}" for s in procs.servers),
+        yield Finding.info(T("{n} vLLM servers on this host: {pids}", n=len(procs.servers),
+                             pids=", ".join(f"pid {s.pid}" for s in procs.servers)),
                            evidence={"pids": [s.pid for s in procs.servers]})
 
 
@@ -144,7 +152,7 @@ def block_size_from(procs: ServiceProcesses | None, http: ServiceHttp | None,
     cc = cache_config(http)
     servers = _servers(procs)
     if not servers and not cc:
-        yield Finding.skip("no vLLM server process and no vllm:cache_config_info in /metrics")
+        yield Finding.skip(T("no vLLM server process and no vllm:cache_config_info in /metrics"))
         return
     va = _version(pkgs, "vllm-ascend")
     targets: list[ServiceProcess | None] = list(servers) or [None]
@@ -158,57 +166,63 @@ def block_size_from(procs: ServiceProcesses | None, http: ServiceHttp | None,
         cp = True if cp is None else cp
         predicted, why = predict_block_size(requested, va, model, pc, cp)
         effective = _int(cc.get("block_size")) if (cc and i == 0) else None
-        source = "vllm:cache_config_info" if effective is not None else "predicted"
+        source = "vllm:cache_config_info" if effective is not None else T("predicted")
         runs = effective if effective is not None else predicted
         ev = {"requested": requested, "effective": effective, "predicted": predicted,
               "reason": why, "vllm_ascend": str(va) if va else None, "model": model,
               "prefix_caching": pc, "chunked_prefill": cp}
         if unknown:
-            why += f"; vllm-ascend version unknown ({unknown})"
+            why = T("{why}; vllm-ascend version unknown ({reason})", why=why, reason=unknown)
             ev["packages_error"] = unknown
         dsv4 = bool(_DSV4.search(model or ""))
         good = 32 if (dsv4 or va is None or va < Version("0.11")) else 128
         if runs == 16:
             yield Finding.warn(
-                f"block size 16 ({source}): 16-token KV pages multiply page-table entries; on a "
-                f"910B host P99 was 240 ms at 16 against 215 ms at 32 (TLB pressure)",
+                T("block size 16 ({source}): 16-token KV pages multiply page-table entries; on "
+                  "a 910B host P99 was 240 ms at 16 against 215 ms at 32 (TLB pressure)",
+                  source=source),
                 subject=subj, evidence=ev, kb="ASC-CFG-001", fix="service.launch-flags",
                 fix_params={"pid": sp.pid if sp else None, "set": [["--block-size", str(good)]]})
         if requested is not None and runs is not None and requested != runs:
             yield Finding.warn(
-                f"--block-size {requested} requested but the engine runs {runs} ({source}; {why}); "
-                f"the flag is ignored", subject=subj, evidence=ev, kb="ASC-CFG-002",
+                T("--block-size {requested} requested but the engine runs {runs} ({source}; "
+                  "{why}); the flag is ignored", requested=requested, runs=runs, source=source,
+                  why=why), subject=subj, evidence=ev, kb="ASC-CFG-002",
                 fix="service.launch-flags",
                 fix_params={"pid": sp.pid if sp else None, "set": [["--block-size", str(runs)]]})
         elif runs is None and requested is not None:
-            yield Finding.fail(f"--block-size {requested}: {why}", subject=subj, evidence=ev,
+            yield Finding.fail(T("--block-size {requested}: {why}", requested=requested, why=why),
+                               subject=subj, evidence=ev,
                                kb="ASC-CFG-002", fix="service.launch-flags",
                                fix_params={"pid": sp.pid if sp else None,
                                            "set": [["--block-size", "128"]]})
         elif runs != 16:
-            yield Finding.passed(f"block size {runs if runs is not None else 'default'} "
-                                 f"({source}; {why})", subject=subj, evidence=ev)
+            yield Finding.passed(T("block size {runs} ({source}; {why})",
+                                   runs=runs if runs is not None else T("default"),
+                                   source=source, why=why), subject=subj, evidence=ev)
 
 
 @check("config.batched-tokens", title="--max-num-batched-tokens within the latency budget",
        category=Category.CONFIG, tags=("service", "config"))
 def batched_tokens(procs: ServiceProcesses) -> Iterator[Finding]:
     if not procs.servers:
-        yield Finding.skip("no vLLM server process")
+        yield Finding.skip(T("no vLLM server process"))
         return
     for sp in procs.servers:
         n = _int(_flag(sp, "max-num-batched-tokens"))
         ev = {"max_num_batched": n, "limit": BATCHED_TOKENS_MAX}  # "TOKEN" keys get redacted
         if n is not None and n > BATCHED_TOKENS_MAX:
-            yield Finding.warn(f"--max-num-batched-tokens {n} > {BATCHED_TOKENS_MAX}: on a 910B host "
-                               "P99 rose from 120 ms to 380 ms past 16384 (long batches, cache "
-                               "misses); 8192 balanced throughput and latency",
+            yield Finding.warn(T("--max-num-batched-tokens {n} > {limit}: on a 910B host P99 rose "
+                                 "from 120 ms to 380 ms past 16384 (long batches, cache misses); "
+                                 "8192 balanced throughput and latency", n=n,
+                                 limit=BATCHED_TOKENS_MAX),
                                subject=_subject(sp), evidence=ev, kb="ASC-CFG-003",
                                fix="service.launch-flags",
                                fix_params={"pid": sp.pid,
                                            "set": [["--max-num-batched-tokens", "8192"]]})
         else:
-            yield Finding.passed(f"--max-num-batched-tokens {n if n is not None else 'default'}",
+            yield Finding.passed(T("--max-num-batched-tokens {n}",
+                                   n=n if n is not None else T("default")),
                                  subject=_subject(sp), evidence=ev)
 
 
@@ -223,7 +237,7 @@ def _devices(sp: ServiceProcess, all_devices: tuple[str, ...]) -> tuple[str, ...
 def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
                nodes: DavinciNodes | None) -> Iterator[Finding]:
     if not procs.servers:
-        yield Finding.skip("no vLLM server process")
+        yield Finding.skip(T("no vLLM server process"))
         return
     cc = cache_config(http)
     all_devs = tuple(n.rsplit("davinci", 1)[-1] for n in nodes.nodes) if nodes else ("all",)
@@ -241,9 +255,10 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
                 per_device.setdefault(d, []).append((sp.pid, util))
         ev = {"gpu_memory_utilization": util, "limit": GPU_UTIL_MAX}
         if util > GPU_UTIL_MAX:
-            yield Finding.warn(f"--gpu-memory-utilization {util:g} > {GPU_UTIL_MAX:g}: above 95 % the "
-                               "NPU memory manager reclaims conservatively and inference stalls; "
-                               "0.9 is a stable value", subject=_subject(sp), evidence=ev,
+            yield Finding.warn(T("--gpu-memory-utilization {util} > {limit}: above 95 % the NPU "
+                                 "memory manager reclaims conservatively and inference stalls; "
+                                 "0.9 is a stable value", util=f"{util:g}",
+                                 limit=f"{GPU_UTIL_MAX:g}"), subject=_subject(sp), evidence=ev,
                                kb="ASC-CFG-004", fix="service.launch-flags",
                                fix_params={"pid": sp.pid, "set": [["--gpu-memory-utilization", "0.9"]]})
         else:
@@ -253,18 +268,20 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
         total = sum(u for _, u in users)
         if len(users) > 1 and total > 1.0:
             share = round(0.95 / len(users), 2)
-            yield Finding.fail(f"NPU {dev} is shared by {len(users)} vLLM servers whose "
-                               f"--gpu-memory-utilization add up to {total:.2f} > 1.0 "
-                               "(each is a share of the whole device)",
+            yield Finding.fail(T("NPU {dev} is shared by {n} vLLM servers whose "
+                                 "--gpu-memory-utilization add up to {total} > 1.0 (each is a "
+                                 "share of the whole device)", dev=dev, n=len(users),
+                                 total=f"{total:.2f}"),
                                subject=f"NPU {dev}",
                                evidence={"instances": [{"pid": p, "utilization": u} for p, u in users]},
                                kb="ASC-CFG-005", fix="service.launch-flags",
                                fix_params={"pids": [p for p, _ in users],
                                            "set": [["--gpu-memory-utilization", str(share)]]})
     if unknown:
-        yield Finding.info(f"NPU sharing not judged for {', '.join(f'pid {p}' for p in unknown)}: "
-                           "its environment (ASCEND_RT_VISIBLE_DEVICES) could not be read, so "
-                           "which NPUs it uses is unknown", subject=", ".join(
+        yield Finding.info(T("NPU sharing not judged for {pids}: its environment "
+                             "(ASCEND_RT_VISIBLE_DEVICES) could not be read, so which NPUs it "
+                             "uses is unknown", pids=", ".join(f"pid {p}" for p in unknown)),
+                           subject=", ".join(
                                f"pid {p}" for p in unknown),
                            evidence={"pids": unknown, "reasons": {
                                sp.pid: sp.env_error for sp in procs.servers if sp.pid in unknown}})
@@ -274,7 +291,7 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
        category=Category.CONFIG, tags=("service", "config"))
 def parallel(procs: ServiceProcesses, nodes: DavinciNodes | None) -> Iterator[Finding]:
     if not procs.servers:
-        yield Finding.skip("no vLLM server process")
+        yield Finding.skip(T("no vLLM server process"))
         return
     all_devs = tuple(n.rsplit("davinci", 1)[-1] for n in nodes.nodes) if nodes else ()
     for sp in procs.servers:
@@ -289,21 +306,25 @@ def parallel(procs: ServiceProcesses, nodes: DavinciNodes | None) -> Iterator[Fi
         bad = False
         if src is not None and tp * pp > len(visible):
             bad = True
-            yield Finding.fail(f"--tensor-parallel-size {tp} × pipeline {pp} needs {tp * pp} NPUs but "
-                               f"only {len(visible)} are visible ({src}: {','.join(visible)})",
+            yield Finding.fail(T("--tensor-parallel-size {tp} × pipeline {pp} needs {n} NPUs but "
+                                 "only {k} are visible ({source}: {visible})", tp=tp, pp=pp,
+                                 n=tp * pp, k=len(visible), source=src,
+                                 visible=",".join(visible)),
                                subject=subj, evidence=ev, kb="ASC-CFG-006",
                                fix="service.launch-flags",
                                fix_params={"pid": sp.pid,
                                            "set": [["--tensor-parallel-size", str(len(visible))]]})
         elif src is not None and tp * pp < len(visible) and len(procs.servers) == 1:
-            yield Finding.info(f"TP {tp} × PP {pp} uses {tp * pp} of {len(visible)} visible NPUs",
+            yield Finding.info(T("TP {tp} × PP {pp} uses {n} of {k} visible NPUs", tp=tp, pp=pp,
+                                 n=tp * pp, k=len(visible)),
                                subject=subj, evidence=ev)
         device = _flag(sp, "device")
         if device and device.lower().startswith("cuda"):
             bad = True
-            yield Finding.fail(f"--device {device}: the NPU is not a CUDA device; the CUDA paths "
-                               "fail (\"CUDA out of memory\" / no CUDA GPUs) — drop the flag, "
-                               "vllm-ascend's platform plugin selects npu", subject=subj,
+            yield Finding.fail(T("--device {device}: the NPU is not a CUDA device; the CUDA paths "
+                                 "fail (\"CUDA out of memory\" / no CUDA GPUs) — drop the flag, "
+                                 "vllm-ascend's platform plugin selects npu", device=device),
+                               subject=subj,
                                evidence={"device": device}, kb="ASC-CFG-009",
                                fix="service.launch-flags",
                                fix_params={"pid": sp.pid, "remove": ["--device"]})
@@ -313,19 +334,23 @@ def parallel(procs: ServiceProcesses, nodes: DavinciNodes | None) -> Iterator[Fi
             b = backend or exec_backend or ""
             bad = True
             status = Finding.fail if b.lower() == "nccl" else Finding.warn
-            yield status(f"--{'distributed-backend' if backend is not None else 'distributed-executor-backend'} "
-                         f"{b}: " + ("NCCL is CUDA-only; on Ascend collectives go through HCCL. "
-                                     if b.lower() == "nccl" else
-                                     "vLLM has no such flag (it is --distributed-executor-backend "
-                                     "mp|ray); the collective backend is HCCL on its own. ")
-                         + "Remove it.", subject=subj, evidence={"backend": b,
+            flag = "distributed-backend" if backend is not None else "distributed-executor-backend"
+            yield status(T("--{flag} {backend}: NCCL is CUDA-only; on Ascend collectives go "
+                           "through HCCL. Remove it.", flag=flag, backend=b)
+                         if b.lower() == "nccl" else
+                         T("--{flag} {backend}: vLLM has no such flag (it is "
+                           "--distributed-executor-backend mp|ray); the collective backend is "
+                           "HCCL on its own. Remove it.", flag=flag, backend=b),
+                         subject=subj, evidence={"backend": b,
                                                                  "executor_backend": exec_backend},
                          kb="ASC-CFG-007", fix="service.launch-flags",
                          fix_params={"pid": sp.pid, "remove": ["--distributed-backend"]})
         if not bad:
-            where = (f"on {len(visible)} visible NPUs" if src is not None else
-                     "(no ASCEND_RT_VISIBLE_DEVICES and no /dev/davinci* nodes to compare with)")
-            yield Finding.passed(f"TP {tp} × PP {pp} {where}", subject=subj, evidence=ev)
+            where = (T("on {n} visible NPUs", n=len(visible)) if src is not None else
+                     T("(no ASCEND_RT_VISIBLE_DEVICES and no /dev/davinci* nodes to compare "
+                       "with)"))
+            yield Finding.passed(T("TP {tp} × PP {pp} {where}", tp=tp, pp=pp, where=where),
+                                 subject=subj, evidence=ev)
 
 
 @check("config.prefix-caching", title="Prefix caching and chunked prefill as the engine runs them",
@@ -334,14 +359,14 @@ def prefix_caching(procs: ServiceProcesses | None, http: ServiceHttp | None) -> 
     cc = cache_config(http)
     servers = _servers(procs)
     if not servers and not cc:
-        yield Finding.skip("no vLLM server process and no vllm:cache_config_info")
+        yield Finding.skip(T("no vLLM server process and no vllm:cache_config_info"))
         return
     sp = servers[0] if servers else None
     flag = _bool_flag(sp, "enable-prefix-caching") if sp else None
     eff = cc.get("enable_prefix_caching")
     state = (eff == "True") if eff is not None else (True if flag is None else flag)
     src = "vllm:cache_config_info" if eff is not None else (
-        "command line" if flag is not None else "vLLM V1 default")
+        T("command line") if flag is not None else T("vLLM V1 default"))
     hit = None
     if http is not None and http.scrapes:
         last = http.scrapes[-1]
@@ -350,10 +375,12 @@ def prefix_caching(procs: ServiceProcesses | None, http: ServiceHttp | None) -> 
         hit = (h / q) if (q and h is not None) else None
     ev = {"flag": flag, "effective": eff, "source": src,
           "hash_algo": cc.get("prefix_caching_hash_algo"), "hit_rate": hit}
-    yield Finding.info(f"prefix caching {'on' if state else 'off'} ({src})"
-                       + (f", hit rate {hit * 100:.1f} % of queried tokens" if hit is not None else "")
-                       + ("" if state else "; every request recomputes its prompt (turned off, "
-                          "e.g., for 128K contexts)"),
+    rate = (T(", hit rate {rate} % of queried tokens", rate=f"{hit * 100:.1f}")
+            if hit is not None else "")
+    yield Finding.info(T("prefix caching on ({source}){rate}", source=src, rate=rate) if state
+                       else T("prefix caching off ({source}){rate}; every request recomputes "
+                              "its prompt (turned off, e.g., for 128K contexts)", source=src,
+                              rate=rate),
                        subject=_subject(sp) if sp else "service", evidence=ev, kb="ASC-CFG-008")
 
 
@@ -374,17 +401,22 @@ def env_knobs(senv: ServiceEnv) -> Iterator[Finding]:
     bad = False
     if both:
         bad = True
-        yield Finding.fail("both PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF are set in "
-                           f"{senv.source}: torch_npu 26.2+ with PyTorch >= 2.10 treats them as "
-                           "aliases and exits when both are set", subject=subj, evidence=ev,
+        yield Finding.fail(T("both PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF are set in "
+                             "{source}: torch_npu 26.2+ with PyTorch >= 2.10 treats them as "
+                             "aliases and exits when both are set", source=senv.source),
+                           subject=subj, evidence=ev,
                            kb="ASC-PERF-004", fix="service.env",
                            fix_params={"unset": ["PYTORCH_ALLOC_CONF"]})
     if nccl:
         bad = True
-        yield Finding.warn(f"{', '.join(nccl)} set in {senv.source}: NCCL is CUDA-only, these "
-                           "have no effect on Ascend (the HCCL_* variables do)", subject=subj,
+        yield Finding.warn(T("{names} set in {source}: NCCL is CUDA-only, these have no effect "
+                             "on Ascend (the HCCL_* variables do)", names=", ".join(nccl),
+                             source=senv.source), subject=subj,
                            evidence=ev, kb="ASC-CFG-007")
     if not bad:
-        yield Finding.passed(f"allocator: expandable segments {'on' if expandable else 'off'}; "
-                             f"{len(hccl)} HCCL_* variables ({senv.source})", subject=subj,
+        yield Finding.passed(T("allocator: expandable segments on; {n} HCCL_* variables "
+                               "({source})", n=len(hccl), source=senv.source) if expandable
+                             else T("allocator: expandable segments off; {n} HCCL_* variables "
+                                    "({source})", n=len(hccl), source=senv.source),
+                             subject=subj,
                              evidence=ev)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ascend_doctor.i18n import T, join
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.options import RunOptions
 from ascend_doctor.probes.dns import ResolverConfig, is_address
@@ -23,7 +24,8 @@ NX_STORM_FRACTION, NX_STORM_MIN = 0.3, 50
 
 
 def _partial(t: DnsTraffic) -> str:
-    return f" (from the first {t.bytes_read} bytes only: {t.error})" if t.error else ""
+    return (T(" (from the first {n} bytes only: {error})", n=t.bytes_read, error=t.error)
+            if t.error else "")
 
 
 @check("dns.capture", title="The capture of the load clients' traffic is readable",
@@ -33,19 +35,23 @@ def capture_read(t: DnsTraffic) -> Iterator[Finding]:
           "dns_messages": t.dns_messages, "malformed_dns": t.malformed, "syns": t.syns,
           "duration_s": t.duration_s, "clients": len(t.clients)}
     if t.error:
-        yield Finding.error(f"cannot parse {t.source}: {t.error}; the other DNS checks use the "
-                            f"{t.records} packets ({t.bytes_read} bytes) read before it",
+        yield Finding.error(T("cannot parse {source}: {error}; the other DNS checks use the "
+                              "{n} packets ({bytes} bytes) read before it", source=t.source,
+                              error=t.error, n=t.records, bytes=t.bytes_read),
                             subject=t.source, evidence={**ev, "offset": t.error_offset})
         return
     if t.dns_messages == 0 and t.syns == 0:
-        yield Finding.warn(f"{t.source}: {t.records} packets, none of them DNS (port 53) or a "
-                           f"new connection to port {', '.join(map(str, t.service_ports))}: "
-                           "capture on the load-client host, on the right interface",
+        yield Finding.warn(T("{source}: {n} packets, none of them DNS (port 53) or a new "
+                             "connection to port {ports}: capture on the load-client host, on "
+                             "the right interface", source=t.source, n=t.records,
+                             ports=", ".join(map(str, t.service_ports))),
                            subject=t.source, evidence=ev)
         return
-    yield Finding.passed(f"{t.source}: {t.records} packets over {t.duration_s:g} s, "
-                         f"{t.dns_messages} DNS messages from {len(t.clients)} clients, "
-                         f"{t.syns} new connections to the service", subject=t.source,
+    yield Finding.passed(T("{source}: {n} packets over {seconds} s, {dns} DNS messages from "
+                           "{clients} clients, {syns} new connections to the service",
+                           source=t.source, n=t.records, seconds=f"{t.duration_s:g}",
+                           dns=t.dns_messages, clients=len(t.clients), syns=t.syns),
+                         subject=t.source,
                          evidence=ev)
 
 
@@ -79,30 +85,36 @@ def per_request(t: DnsTraffic) -> Iterator[Finding]:
             bad = True
             addr = target[0] if target else ""
             yield Finding.fail(
-                f"client {c.address} resolved {name or 'the service name'} before "
-                f"{c.syns_after_lookup} of {c.syns} new connections ({frac:.0%}) to "
-                f"{addr}:{target[1] if target else '?'}: {c.qps:g} DNS queries/s "
-                f"(peak {c.peak_qps}/s){_partial(t)}",
+                T("client {client} resolved {name} before {after} of {syns} new connections "
+                  "({share}) to {addr}:{port}: {qps} DNS queries/s (peak {peak}/s){partial}",
+                  client=c.address, name=name or T("the service name"),
+                  after=c.syns_after_lookup, syns=c.syns, share=f"{frac:.0%}", addr=addr,
+                  port=target[1] if target else "?", qps=f"{c.qps:g}", peak=c.peak_qps,
+                  partial=_partial(t)),
                 subject=c.address, evidence=ev, kb="ASC-NET-001", fix="dns.hosts-pin",
                 fix_params={"hostname": name or "", "address": addr},
                 cause=per_request_key(c.address))
         else:
             yield Finding.passed(
-                f"client {c.address}: {c.syns_after_lookup} of {c.syns} new connections "
-                f"followed a lookup ({frac:.0%}); {c.qps:g} queries/s", subject=c.address,
+                T("client {client}: {after} of {syns} new connections followed a lookup "
+                  "({share}); {qps} queries/s", client=c.address, after=c.syns_after_lookup,
+                  syns=c.syns, share=f"{frac:.0%}", qps=f"{c.qps:g}"), subject=c.address,
                 evidence=ev)
     for c in t.clients:
         if (c.per_request_fraction is None or c.syns < MIN_SYNS) and c.qps >= 20:
             bad = True
             yield Finding.warn(
-                f"client {c.address} sends {c.qps:g} DNS queries/s (peak {c.peak_qps}/s) for "
-                f"{c.distinct_names} names, but the capture shows no connections to port "
-                f"{', '.join(map(str, t.service_ports))} to relate them to{_partial(t)}",
+                T("client {client} sends {qps} DNS queries/s (peak {peak}/s) for {names} names, "
+                  "but the capture shows no connections to port {ports} to relate them "
+                  "to{partial}", client=c.address, qps=f"{c.qps:g}", peak=c.peak_qps,
+                  names=c.distinct_names, ports=", ".join(map(str, t.service_ports)),
+                  partial=_partial(t)),
                 subject=c.address, evidence={"client": c.address, "qps": c.qps,
                                              "names": dict(c.top_names[:5])}, kb="ASC-NET-001")
     if not bad and not any(c.syns >= MIN_SYNS for c in t.clients):
-        yield Finding.info(f"fewer than {MIN_SYNS} new connections per client in "
-                           f"{t.source}: nothing to relate lookups to{_partial(t)}",
+        yield Finding.info(T("fewer than {n} new connections per client in {source}: nothing "
+                             "to relate lookups to{partial}", n=MIN_SYNS, source=t.source,
+                             partial=_partial(t)),
                            evidence={"syns": t.syns, "dns_messages": t.dns_messages})
 
 
@@ -118,9 +130,12 @@ def latency(t: DnsTraffic) -> Iterator[Finding]:
         unans = c.unanswered / c.queries
         ev = {"client": c.address, "queries": c.queries, "latency_ms": lat,
               "unanswered": c.unanswered, "answered": c.answered + c.nxdomain + c.servfail}
-        msg = (f"client {c.address}: DNS latency p50 {lat['p50']:g} ms, p99 {lat['p99']:g} ms "
-               f"(max {lat['max']:g}) over {lat['samples']} answers; {c.unanswered} of "
-               f"{c.queries} queries unanswered ({unans:.1%}){_partial(t)}")
+        msg = T("client {client}: DNS latency p50 {p50} ms, p99 {p99} ms (max {max}) over "
+                "{samples} answers; {unanswered} of {queries} queries unanswered "
+                "({share}){partial}", client=c.address, p50=f"{lat['p50']:g}",
+                p99=f"{lat['p99']:g}", max=f"{lat['max']:g}", samples=lat["samples"],
+                unanswered=c.unanswered, queries=c.queries, share=f"{unans:.1%}",
+                partial=_partial(t))
         # a client resolving before every connection loads the resolver (the seed's 1 → 200 ms)
         floods = (c.per_request_fraction or 0) >= PER_REQUEST and c.syns >= MIN_SYNS
         if lat["p99"] >= LAT_FAIL_MS or unans >= 0.05:
@@ -131,7 +146,7 @@ def latency(t: DnsTraffic) -> Iterator[Finding]:
         else:
             yield Finding.passed(msg, subject=c.address, evidence=ev)
     if not seen:
-        yield Finding.info("the capture holds no DNS queries", evidence={"source": t.source})
+        yield Finding.info(T("the capture holds no DNS queries"), evidence={"source": t.source})
 
 
 @check("dns.errors", title="No NXDOMAIN or SERVFAIL storms",
@@ -146,8 +161,10 @@ def errors(t: DnsTraffic) -> Iterator[Finding]:
         ev = {"client": c.address, "answers": answered, "nxdomain": c.nxdomain,
               "servfail": c.servfail, "nxdomain_per_s": round(nx_rate, 2),
               "names": dict(c.top_names[:5])}
-        msg = (f"client {c.address}: {c.nxdomain} NXDOMAIN ({nxf:.0%}, {nx_rate:.1f}/s) and "
-               f"{c.servfail} SERVFAIL ({sff:.1%}) in {answered} answers{_partial(t)}")
+        msg = T("client {client}: {nx} NXDOMAIN ({nxf}, {rate}/s) and {sf} SERVFAIL ({sff}) in "
+                "{answered} answers{partial}", client=c.address, nx=c.nxdomain,
+                nxf=f"{nxf:.0%}", rate=f"{nx_rate:.1f}", sf=c.servfail, sff=f"{sff:.1%}",
+                answered=answered, partial=_partial(t))
         if (nxf >= NX_STORM_FRACTION and c.nxdomain >= NX_STORM_MIN) or sff >= 0.05:
             yield Finding.fail(msg, subject=c.address, evidence=ev, kb="ASC-NET-003")
         elif nxf >= 0.1 or sff >= 0.01:
@@ -164,19 +181,23 @@ def search_expansion(t: DnsTraffic, resolver: ResolverConfig | None) -> Iterator
         for e in c.expansions:
             found = True
             rc = resolver.resolv if resolver else None
-            conf = (f"; this host's resolv.conf has ndots:{rc.ndots} search "
-                    f"{' '.join(rc.search) or '(none)'}" if rc else "")
-            pair = " (each as an A+AAAA pair)" if c.aaaa_pairs else ""
+            conf = (T("; this host's resolv.conf has ndots:{ndots} search {search}",
+                      ndots=rc.ndots, search=" ".join(rc.search) or T("(none)")) if rc else "")
+            pair = T(" (each as an A+AAAA pair)") if c.aaaa_pairs else ""
             yield Finding.warn(
-                f"client {c.address}: {e.base} was tried as {len(e.variants)} other names "
-                f"({', '.join(e.variants[:3])}{'…' if len(e.variants) > 3 else ''}){pair}: "
-                f"{e.queries} queries, {e.factor:g}× the lookups needed{conf}{_partial(t)}",
+                T("client {client}: {base} was tried as {n} other names ({variants}){pair}: "
+                  "{queries} queries, {factor}× the lookups needed{conf}{partial}",
+                  client=c.address, base=e.base, n=len(e.variants),
+                  variants=", ".join(e.variants[:3]) + ("…" if len(e.variants) > 3 else ""),
+                  pair=pair, queries=e.queries, factor=f"{e.factor:g}", conf=conf,
+                  partial=_partial(t)),
                 subject=c.address, kb="ASC-NET-002",
                 evidence={"client": c.address, "base": e.base, "variants": list(e.variants),
                           "queries": e.queries, "factor": e.factor,
                           "a_aaaa_pairs": c.aaaa_pairs})
     if not found:
-        yield Finding.passed(f"no name was tried under several search suffixes in {t.source}",
+        yield Finding.passed(T("no name was tried under several search suffixes in {source}",
+                               source=t.source),
                              evidence={"clients": len(t.clients)})
 
 
@@ -184,11 +205,11 @@ def search_expansion(t: DnsTraffic, resolver: ResolverConfig | None) -> Iterator
 def _target_name(r: ResolverConfig, t: DnsTraffic | None) -> tuple[str | None, str]:
     """The service's hostname (service URL, else the name clients resolved) and where from."""
     if not is_address(r.service_host) and r.service_host != "localhost":
-        return r.service_host, "the service URL"
+        return r.service_host, T("the service URL")
     if t is not None:
         for c in t.clients:
             if c.target_names:
-                return c.target_names[0][0], f"the capture (client {c.address})"
+                return c.target_names[0][0], T("the capture (client {client})", client=c.address)
     return None, ""
 
 
@@ -197,15 +218,18 @@ def _target_name(r: ResolverConfig, t: DnsTraffic | None) -> tuple[str | None, s
 def hosts_pin(r: ResolverConfig, t: DnsTraffic | None, options: RunOptions) -> Iterator[Finding]:
     name, origin = _target_name(r, t)
     if name is None:
-        yield Finding.passed(f"the service is addressed as {r.service_host}: no name to resolve",
+        yield Finding.passed(T("the service is addressed as {host}: no name to resolve",
+                               host=r.service_host),
                              evidence={"service_host": r.service_host})
         return
     if r.hosts_error and not r.hosts:
-        yield Finding.warn(f"{r.hosts_error}: {name} (from {origin}) is resolved through DNS",
+        yield Finding.warn(T("{error}: {name} (from {origin}) is resolved through DNS",
+                             error=r.hosts_error, name=name, origin=origin),
                            subject="/etc/hosts", evidence={"hostname": name})
         return
     if name in r.hosts:
-        yield Finding.passed(f"{name} (from {origin}) is pinned to {r.hosts[name]} in /etc/hosts",
+        yield Finding.passed(T("{name} (from {origin}) is pinned to {address} in /etc/hosts",
+                               name=name, origin=origin, address=r.hosts[name]),
                              subject="/etc/hosts", evidence={"hostname": name,
                                                             "address": r.hosts[name]})
         return
@@ -223,28 +247,33 @@ def hosts_pin(r: ResolverConfig, t: DnsTraffic | None, options: RunOptions) -> I
           "load_clients": [f"{c.kind} (pid {c.pid})" for c in r.load_clients]}
     if per_req is not None and (per_req.per_request_fraction or 0) >= PER_REQUEST:
         yield Finding.fail(
-            f"{name} is not in /etc/hosts and client {per_req.address} resolves it before "
-            f"{per_req.per_request_fraction:.0%} of its connections: pin it to {address}",
+            T("{name} is not in /etc/hosts and client {client} resolves it before {share} of "
+              "its connections: pin it to {address}", name=name, client=per_req.address,
+              share=f"{per_req.per_request_fraction:.0%}", address=address),
             subject="/etc/hosts", evidence=ev, kb="ASC-NET-001", fix="dns.hosts-pin",
             fix_params={"hostname": name, "address": address},
             cause=per_request_key(per_req.address))
         return
-    extra = (f"; load clients here: {', '.join(ev['load_clients'][:4])}" if r.load_clients else "")
+    extra = (T("; load clients here: {clients}", clients=", ".join(ev["load_clients"][:4]))
+             if r.load_clients else "")
     if r.load_clients:
-        yield Finding.warn(f"{name} (from {origin}) is not pinned in /etc/hosts: every lookup "
-                           f"of a load client goes to the resolver{extra}", subject="/etc/hosts",
+        yield Finding.warn(T("{name} (from {origin}) is not pinned in /etc/hosts: every lookup "
+                             "of a load client goes to the resolver{extra}", name=name,
+                             origin=origin, extra=extra), subject="/etc/hosts",
                            evidence=ev, kb="ASC-NET-001", fix="dns.hosts-pin",
                            fix_params={"hostname": name, "address": address})
     else:
-        yield Finding.info(f"{name} (from {origin}) is not pinned in /etc/hosts (no load client "
-                           "runs here)", subject="/etc/hosts", evidence=ev, kb="ASC-NET-001")
+        yield Finding.info(T("{name} (from {origin}) is not pinned in /etc/hosts (no load "
+                             "client runs here)", name=name, origin=origin),
+                           subject="/etc/hosts", evidence=ev, kb="ASC-NET-001")
 
 
 @check("dns.resolver", title="resolv.conf and a local cache keep lookups cheap",
        category=Category.NETWORK, tags=("dns", "net"))
 def resolver(r: ResolverConfig) -> Iterator[Finding]:
     if r.resolv is None:
-        yield Finding.skip(f"missing source: /etc/resolv.conf ({r.resolv_error})",
+        yield Finding.skip(T("missing source: /etc/resolv.conf ({reason})",
+                             reason=r.resolv_error),
                            evidence={"reason": r.resolv_error})
         return
     rc = r.resolv
@@ -254,45 +283,54 @@ def resolver(r: ResolverConfig) -> Iterator[Finding]:
     problems = 0
     if rc.ndots > 1 and rc.search:
         problems += 1
-        yield Finding.warn(f"/etc/resolv.conf: options ndots:{rc.ndots} with {len(rc.search)} "
-                           f"search domains: a name with fewer than {rc.ndots} dots is tried "
-                           f"under each suffix first (up to {len(rc.search) + 1} queries, "
-                           "×2 with A+AAAA)", subject="/etc/resolv.conf", evidence=ev,
+        yield Finding.warn(T("/etc/resolv.conf: options ndots:{ndots} with {n} search "
+                             "domains: a name with fewer than {ndots} dots is tried under each "
+                             "suffix first (up to {queries} queries, ×2 with A+AAAA)",
+                             ndots=rc.ndots, n=len(rc.search), queries=len(rc.search) + 1),
+                           subject="/etc/resolv.conf", evidence=ev,
                            kb="ASC-NET-002")
     worst_wait = rc.timeout * rc.attempts * max(1, len(rc.nameservers))
     if worst_wait >= 15:
         problems += 1
-        yield Finding.warn(f"/etc/resolv.conf: timeout:{rc.timeout} attempts:{rc.attempts} over "
-                           f"{len(rc.nameservers)} nameservers: a lost answer stalls a request up "
-                           f"to {worst_wait} s", subject="/etc/resolv.conf", evidence=ev,
+        yield Finding.warn(T("/etc/resolv.conf: timeout:{timeout} attempts:{attempts} over {n} "
+                             "nameservers: a lost answer stalls a request up to {wait} s",
+                             timeout=rc.timeout, attempts=rc.attempts, n=len(rc.nameservers),
+                             wait=worst_wait), subject="/etc/resolv.conf", evidence=ev,
                            kb="ASC-NET-001")
     local_ns = any(ns.startswith("127.") or ns == "::1" for ns in rc.nameservers)
     if not r.caches and not local_ns and r.load_clients:
         problems += 1
-        yield Finding.warn(f"{len(r.load_clients)} load clients run here "
-                           f"({', '.join(c.kind for c in r.load_clients[:4])}) and no local DNS "
-                           f"cache (nscd, systemd-resolved, dnsmasq): every lookup goes to "
-                           f"{', '.join(rc.nameservers) or 'the resolver'}", evidence=ev,
+        yield Finding.warn(T("{n} load clients run here ({kinds}) and no local DNS cache (nscd, "
+                             "systemd-resolved, dnsmasq): every lookup goes to {servers}",
+                             n=len(r.load_clients),
+                             kinds=", ".join(c.kind for c in r.load_clients[:4]),
+                             servers=", ".join(rc.nameservers) or T("the resolver")), evidence=ev,
                            kb="ASC-NET-001")
     if not problems:
-        cache = ", ".join(r.caches) or ("a local nameserver" if local_ns else "no local cache")
-        yield Finding.passed(f"resolv.conf ndots:{rc.ndots} timeout:{rc.timeout} "
-                             f"attempts:{rc.attempts}; {cache}", evidence=ev)
+        cache = ", ".join(r.caches) or (T("a local nameserver") if local_ns
+                                        else T("no local cache"))
+        yield Finding.passed(T("resolv.conf ndots:{ndots} timeout:{timeout} attempts:{attempts}; "
+                               "{cache}", ndots=rc.ndots, timeout=rc.timeout,
+                               attempts=rc.attempts, cache=cache), evidence=ev)
 
 
 def _ports_desc(r: ResolverConfig, tw: int | None, width: int | None) -> str:
     """What was read, in words: an unreadable value says so instead of printing None."""
-    ports = (f"ip_local_port_range {r.port_range[0]}-{r.port_range[1]} ({width} ports)"
-             if r.port_range else "ip_local_port_range unreadable")
+    ports = (T("ip_local_port_range {low}-{high} ({n} ports)", low=r.port_range[0],
+               high=r.port_range[1], n=width)
+             if r.port_range else T("ip_local_port_range unreadable"))
     if tw is not None:
-        waits = f"{tw} TIME_WAIT sockets toward port {r.service_port}" + (
-            f" ({r.time_wait_total} in all)" if r.time_wait_total is not None else "")
+        waits = (T("{n} TIME_WAIT sockets toward port {port} ({total} in all)", n=tw,
+                   port=r.service_port, total=r.time_wait_total)
+                 if r.time_wait_total is not None else
+                 T("{n} TIME_WAIT sockets toward port {port}", n=tw, port=r.service_port))
     else:
-        waits = ("TIME_WAIT sockets not counted (socket table unreadable"
-                 + (f": {r.connections_error})" if r.connections_error else ")"))
+        waits = (T("TIME_WAIT sockets not counted (socket table unreadable: {reason})",
+                   reason=r.connections_error) if r.connections_error else
+                 T("TIME_WAIT sockets not counted (socket table unreadable)"))
     tcp = ", ".join(f"{k} {v}" for k, v in (("tcp_fin_timeout", r.fin_timeout),
                                              ("tcp_tw_reuse", r.tw_reuse)) if v is not None)
-    return f"{waits}; {ports}" + (f", {tcp}" if tcp else "")
+    return join("; ", (waits, ports)) if not tcp else join(", ", (join("; ", (waits, ports)), tcp))
 
 
 @check("net.tcp-ports", title="Ephemeral ports are not exhausted by TIME_WAIT",
@@ -300,8 +338,8 @@ def _ports_desc(r: ResolverConfig, tw: int | None, width: int | None) -> str:
 def tcp_ports(r: ResolverConfig) -> Iterator[Finding]:
     width = r.port_range_width
     if width is None and r.time_wait_total is None:
-        yield Finding.skip("missing source: /proc/sys/net/ipv4/ip_local_port_range and the "
-                           f"socket table ({r.connections_error})")
+        yield Finding.skip(T("missing source: /proc/sys/net/ipv4/ip_local_port_range and the "
+                             "socket table ({reason})", reason=r.connections_error))
         return
     tw = r.time_wait_to_service
     ev = {"port_range": list(r.port_range) if r.port_range else None, "width": width,
@@ -311,15 +349,17 @@ def tcp_ports(r: ResolverConfig) -> Iterator[Finding]:
     params = {"ip_local_port_range": "1024 65535", "tcp_fin_timeout": 30, "tcp_tw_reuse": 1}
     desc = _ports_desc(r, tw, width)
     if width and tw is not None and tw >= 0.5 * width:
-        yield Finding.fail(f"{desc}: half the ephemeral ports are held in TIME_WAIT, new "
-                           "connections will fail with EADDRNOTAVAIL", evidence=ev,
+        yield Finding.fail(T("{desc}: half the ephemeral ports are held in TIME_WAIT, new "
+                             "connections will fail with EADDRNOTAVAIL", desc=desc), evidence=ev,
                            kb="ASC-NET-004", fix="sysctl.tcp-ports", fix_params=params)
     elif width and tw is not None and (tw >= 0.1 * width or (tw >= 1000 and width < 30000)):
-        yield Finding.warn(f"{desc}: a load test that opens a connection per request will run "
-                           "out of ports", evidence=ev, kb="ASC-NET-004", fix="sysctl.tcp-ports",
+        yield Finding.warn(T("{desc}: a load test that opens a connection per request will run "
+                             "out of ports", desc=desc),
+                           evidence=ev, kb="ASC-NET-004", fix="sysctl.tcp-ports",
                            fix_params=params)
     elif width and width < 10000 and r.load_clients:
-        yield Finding.warn(f"{desc}: only {width} ephemeral ports with load clients running",
+        yield Finding.warn(T("{desc}: only {n} ephemeral ports with load clients running",
+                             desc=desc, n=width),
                            evidence=ev, kb="ASC-NET-004", fix="sysctl.tcp-ports",
                            fix_params=params)
     else:
@@ -330,13 +370,15 @@ def tcp_ports(r: ResolverConfig) -> Iterator[Finding]:
        category=Category.NETWORK, tags=("dns", "net", "loadgen"))
 def load_clients(r: ResolverConfig) -> Iterator[Finding]:
     if r.processes_error:
-        yield Finding.skip(f"missing source: process table ({r.processes_error})")
+        yield Finding.skip(T("missing source: process table ({reason})",
+                             reason=r.processes_error))
         return
     if not r.load_clients:
-        yield Finding.passed("no load-client process (jmeter, locust, k6, wrk, ab, vegeta, "
-                             "python benchmarks) runs here", evidence={"load_clients": []})
+        yield Finding.passed(T("no load-client process (jmeter, locust, k6, wrk, ab, vegeta, "
+                               "python benchmarks) runs here"), evidence={"load_clients": []})
         return
-    yield Finding.info(f"{len(r.load_clients)} load-client processes: " + ", ".join(
-        f"{c.kind} (pid {c.pid})" for c in r.load_clients[:6]),
+    yield Finding.info(T("{n} load-client processes: {clients}", n=len(r.load_clients),
+                         clients=", ".join(f"{c.kind} (pid {c.pid})"
+                                           for c in r.load_clients[:6])),
         evidence={"load_clients": [{"pid": c.pid, "kind": c.kind, "cmdline": c.cmdline}
                                    for c in r.load_clients]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.collect_env import CollectEnv
 from ascend_doctor.probes.packages import WATCHED, Packages
@@ -23,8 +24,9 @@ def environment(ce: CollectEnv, pkgs: Packages | None) -> Iterator[Finding]:
                             "optree", "mypy", "flake8"))}
         versions = {n: pkgs.version(n) for n in WATCHED if pkgs.version(n)}
         versions["python"] = pkgs.python
-    summary = ", ".join(f"{k} {v}" for k, v in versions.items()) or "no Python packages read"
-    yield Finding.info(f"{ce.system.get('os', '?')}, kernel {ce.system.get('kernel', '?')}; {summary}",
+    summary = ", ".join(f"{k} {v}" for k, v in versions.items()) or T("no Python packages read")
+    yield Finding.info(T("{os}, kernel {kernel}; {summary}", os=ce.system.get("os", "?"),
+                         kernel=ce.system.get("kernel", "?"), summary=summary),
                        evidence={"os": ce.system, "versions": versions, "packages": packages,
                                  "env": ce.env, "env_source": ce.env_source,
                                  "cpu": ce.cpu.splitlines()[:20]})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.leak import NpuMemoryTrend
 from ascend_doctor.registry import check
@@ -35,8 +36,9 @@ def npu_memory(trend: NpuMemoryTrend) -> Iterator[Finding]:
     busy = len(trend.points) - len(idle)
     unknown = all(p.running is None for p in trend.points)
     if len(idle) < 3:
-        yield Finding.skip(f"the service was busy in {busy} of {len(trend.points)} samples; "
-                           "a leak trend needs an idle window", evidence={"busy_samples": busy})
+        yield Finding.skip(T("the service was busy in {busy} of {n} samples; a leak trend "
+                             "needs an idle window", busy=busy, n=len(trend.points)),
+                           evidence={"busy_samples": busy})
         return
     devices = sorted({d for p in idle for d in p.used_mb})
     for dev in devices:
@@ -52,15 +54,21 @@ def npu_memory(trend: NpuMemoryTrend) -> Iterator[Finding]:
               "slope_mb_per_s": round(mbps, 3), "rising_steps": round(up, 2),
               "idle_known": not unknown, "window_s": round(series[-1][0] - series[0][0], 1)}
         if rise >= RISE_MB and up >= UP_FRACTION and mbps > 0:
-            yield Finding.fail(f"NPU {dev}: memory rose {rise:.0f} MB in "
-                               f"{ev['window_s']:.0f} s ({mbps:.1f} MB/s, {up * 100:.0f} % of steps "
-                               "up) with no request running: a leak"
-                               + ("" if not unknown else " (idleness not confirmed: no vllm: metrics)"),
+            args = dict(dev=dev, rise=f"{rise:.0f}", window=f"{ev['window_s']:.0f}",
+                        rate=f"{mbps:.1f}", up=f"{up * 100:.0f}")
+            yield Finding.fail(T("NPU {dev}: memory rose {rise} MB in {window} s ({rate} MB/s, "
+                                 "{up} % of steps up) with no request running: a leak", **args)
+                               if not unknown else
+                               T("NPU {dev}: memory rose {rise} MB in {window} s ({rate} MB/s, "
+                                 "{up} % of steps up) with no request running: a leak "
+                                 "(idleness not confirmed: no vllm: metrics)", **args),
                                subject=f"NPU {dev}", evidence=ev, kb="ASC-PERF-003")
         else:
-            yield Finding.passed(f"NPU {dev}: {series[0][1]:.0f} → {series[-1][1]:.0f} MB over "
-                                 f"{ev['window_s']:.0f} s idle", subject=f"NPU {dev}", evidence=ev)
+            yield Finding.passed(T("NPU {dev}: {first} → {last} MB over {window} s idle", dev=dev,
+                                   first=f"{series[0][1]:.0f}", last=f"{series[-1][1]:.0f}",
+                                   window=f"{ev['window_s']:.0f}"),
+                                 subject=f"NPU {dev}", evidence=ev)
     if trend.clamped:
-        yield Finding.info(f"--watch capped at {trend.watch_s:.0f} s")
+        yield Finding.info(T("--watch capped at {seconds} s", seconds=f"{trend.watch_s:.0f}"))
     if not devices:
-        yield Finding.skip("no device memory in the samples")
+        yield Finding.skip(T("no device memory in the samples"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.msprof import DeviceProfile, Profile
 from ascend_doctor.registry import check
@@ -34,13 +35,14 @@ def _dir_text(p: Profile) -> str:
     d = _directions(p)
     short = {"host to device": "H2D", "device to host": "D2H", "host to host": "H2H",
              "device to device": "D2D"}
-    return (" (" + ", ".join(f"{short.get(k, k)} {v / 2**20:,.1f} MiB" for k, v in
-                             sorted(d.items(), key=lambda x: -x[1])) + " in the timeline)"
+    return (T(" ({sizes} in the timeline)",
+              sizes=", ".join(f"{short.get(k, k)} {v / 2**20:,.1f} MiB" for k, v in
+                              sorted(d.items(), key=lambda x: -x[1])))
             if d else "")
 
 
 def _top(d: DeviceProfile, n: int = 3) -> str:
-    return ", ".join(f"{t} {_ms(u)}" for t, u in d.top_ops[:n]) or "none exported"
+    return ", ".join(f"{t} {_ms(u)}" for t, u in d.top_ops[:n]) or T("none exported")
 
 
 # cause key: the same large buffer is copied host-to-device again and again (the copy-bound
@@ -54,14 +56,17 @@ def export(p: Profile) -> Iterator[Finding]:
     ev = {"root": p.root, "layout": p.layout, "files": list(p.files), "rows": p.rows,
           "devices": [d.device for d in p.devices], "problems": list(p.problems)}
     if not p.devices:
-        yield Finding.warn(f"{p.root}: the {p.layout} export has no data rows "
-                           f"({', '.join(p.files) or 'no files'})", subject=p.root, evidence=ev)
+        yield Finding.warn(T("{root}: the {layout} export has no data rows ({files})",
+                             root=p.root, layout=p.layout,
+                             files=", ".join(p.files) or T("no files")),
+                           subject=p.root, evidence=ev)
         return
     if p.problems:
         yield Finding.warn(f"{p.root}: " + "; ".join(p.problems[:3]), subject=p.root, evidence=ev)
         return
-    yield Finding.passed(f"{p.root}: {p.layout} export, {sum(p.rows.values())} rows in "
-                         f"{len(p.rows)} files, devices {', '.join(d.device for d in p.devices)}",
+    yield Finding.passed(T("{root}: {layout} export, {rows} rows in {n} files, devices "
+                           "{devices}", root=p.root, layout=p.layout, rows=sum(p.rows.values()),
+                           n=len(p.rows), devices=", ".join(d.device for d in p.devices)),
                          subject=p.root, evidence=ev)
 
 
@@ -81,23 +86,27 @@ def copy_bound(p: Profile) -> Iterator[Finding]:
               "api_total_us": d.api_total_us, "copy_source": d.copy_source,
               "top_ops": [list(x) for x in d.top_ops], "bytes_by_direction": _directions(p)}
         api_share = d.api_memcpy_us / d.api_total_us if d.api_total_us else None
-        share_txt = (f"; aclrtMemcpy* is {api_share:.0%} of ACL API time "
-                     f"({d.api_memcpy_calls} calls)" if api_share is not None and d.api_memcpy_us
-                     else "")
-        hccl_txt = (f" (another {_ms(d.hccl_memcpy_us)} in {d.hccl_memcpy_tasks} HCCL copies "
-                    "not counted)" if d.hccl_memcpy_tasks else "")
+        share_txt = (T("; aclrtMemcpy* is {share} of ACL API time ({calls} calls)",
+                       share=f"{api_share:.0%}", calls=d.api_memcpy_calls)
+                     if api_share is not None and d.api_memcpy_us else "")
+        hccl_txt = (T(" (another {time} in {n} HCCL copies not counted)",
+                      time=_ms(d.hccl_memcpy_us), n=d.hccl_memcpy_tasks)
+                    if d.hccl_memcpy_tasks else "")
         if d.kernel_us:
             ratio = copy / d.kernel_us
             ev["copy_to_kernel"] = round(ratio, 4)
-            msg = (f"device {d.device}: {d.copy_source} {_ms(copy)}{_dir_text(p)} = {ratio:.0%} "
-                   f"of kernel time {_ms(d.kernel_us)}{hccl_txt}{share_txt}; top operators: "
-                   f"{_top(d)}")
+            msg = T("device {device}: {source} {copy}{directions} = {ratio} of kernel time "
+                    "{kernel}{hccl}{share}; top operators: {top}", device=d.device,
+                    source=d.copy_source, copy=_ms(copy), directions=_dir_text(p),
+                    ratio=f"{ratio:.0%}", kernel=_ms(d.kernel_us), hccl=hccl_txt,
+                    share=share_txt, top=_top(d))
         else:
             ratio = api_share or 0.0
-            msg = (f"device {d.device}: no kernel rows exported; aclrtMemcpy* "
-                   f"{_ms(d.api_memcpy_us)} = {ratio:.0%} of ACL API time")
+            msg = T("device {device}: no kernel rows exported; aclrtMemcpy* {time} = {ratio} of "
+                    "ACL API time", device=d.device, time=_ms(d.api_memcpy_us),
+                    ratio=f"{ratio:.0%}")
         if ratio > COPY_FAIL:
-            yield Finding.fail(msg + ": data movement, not compute, bounds this run",
+            yield Finding.fail(T("{text}: data movement, not compute, bounds this run", text=msg),
                                subject=f"device {d.device}", evidence=ev, kb="ASC-PROF-001",
                                explained_by=WEIGHTS_RECOPIED)
         elif ratio > COPY_WARN:
@@ -105,8 +114,9 @@ def copy_bound(p: Profile) -> Iterator[Finding]:
         else:
             yield Finding.passed(msg, subject=f"device {d.device}", evidence=ev)
     if not seen:
-        yield Finding.info(f"{p.root}: no kernel or API time exported (files: "
-                           f"{', '.join(p.files)})", evidence={"files": list(p.files)})
+        yield Finding.info(T("{root}: no kernel or API time exported (files: {files})",
+                             root=p.root, files=", ".join(p.files)),
+                           evidence={"files": list(p.files)})
 
 
 @check("msprof.hccl-copies", title="Copies inside HCCL communication are not dominant",
@@ -119,12 +129,14 @@ def hccl_copies(p: Profile) -> Iterator[Finding]:
         ev = {"device": d.device, "hccl_memcpy_us": d.hccl_memcpy_us,
               "hccl_memcpy_tasks": d.hccl_memcpy_tasks, "hccl_ops_us": d.hccl_us,
               "kernel_us": d.kernel_us, "ratio": round(r, 4)}
-        msg = (f"device {d.device}: {d.hccl_memcpy_tasks} MEMCPY_ASYNC tasks on HCCL streams, "
-               f"{_ms(d.hccl_memcpy_us)} = {r:.0%} of kernel time (communication ops "
-               f"{_ms(d.hccl_us)})")
+        msg = T("device {device}: {n} MEMCPY_ASYNC tasks on HCCL streams, {time} = {ratio} of "
+                "kernel time (communication ops {ops})", device=d.device,
+                n=d.hccl_memcpy_tasks, time=_ms(d.hccl_memcpy_us), ratio=f"{r:.0%}",
+                ops=_ms(d.hccl_us))
         if r > COPY_FAIL:
-            yield Finding.warn(msg + ": communication-bound, not a weight copy: look at TP "
-                               "size, HCCL settings and link bandwidth", subject=f"device {d.device}",
+            yield Finding.warn(T("{text}: communication-bound, not a weight copy: look at TP "
+                                 "size, HCCL settings and link bandwidth", text=msg),
+                               subject=f"device {d.device}",
                                evidence=ev, kb="ASC-PROF-002")
         else:
             yield Finding.passed(msg, subject=f"device {d.device}", evidence=ev)
@@ -135,8 +147,8 @@ def hccl_copies(p: Profile) -> Iterator[Finding]:
 def weights_recopied(p: Profile) -> Iterator[Finding]:
     h2d = [(size, n) for op, size, n in p.copies if op.startswith("host to device")]
     if not p.copies:
-        yield Finding.skip("missing source: MEMCPY_ASYNC sizes (no msprof_*.json / "
-                           "trace_view.json timeline with size(B)/operation in the export)",
+        yield Finding.skip(T("missing source: MEMCPY_ASYNC sizes (no msprof_*.json / "
+                             "trace_view.json timeline with size(B)/operation in the export)"),
                            evidence={"files": list(p.files)})
         return
     total = sum(size * n for size, n in h2d)
@@ -147,13 +159,15 @@ def weights_recopied(p: Profile) -> Iterator[Finding]:
             continue
         share = size * n / total if total else 0
         if share >= 0.5:
-            per_step = f", {n / steps:.1f} per step over {steps} steps" if steps else ""
+            per_step = (T(", {rate} per step over {steps} steps", rate=f"{n / steps:.1f}",
+                          steps=steps) if steps else "")
             yield Finding.fail(
-                f"{n} host-to-device copies of the same {size / 2**20:.1f} MiB{per_step} "
-                f"({share:.0%} of {total / 2**30:.2f} GiB copied H2D): the same buffer is "
-                "uploaded again and again, as weights copied per inference would be",
+                T("{n} host-to-device copies of the same {size} MiB{per_step} ({share} of "
+                  "{total} GiB copied H2D): the same buffer is uploaded again and again, as "
+                  "weights copied per inference would be", n=n, size=f"{size / 2**20:.1f}",
+                  per_step=per_step, share=f"{share:.0%}", total=f"{total / 2**30:.2f}"),
                 evidence={**ev, "size": size, "count": n, "share": round(share, 3)},
                 kb="ASC-PROF-001", cause=WEIGHTS_RECOPIED)
             return
-    yield Finding.passed(f"no repeated large host-to-device copy ({len(h2d)} H2D sizes, "
-                         f"{total / 2**20:.1f} MiB in all)", evidence=ev)
+    yield Finding.passed(T("no repeated large host-to-device copy ({n} H2D sizes, {total} MiB "
+                           "in all)", n=len(h2d), total=f"{total / 2**20:.1f}"), evidence=ev)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ascend_doctor.i18n import T, join
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.faults import HugePages, PerfTlb, ServiceFaults
 from ascend_doctor.probes.procs import ServiceProcesses
@@ -49,38 +50,42 @@ def faults(sf: ServiceFaults, hp: HugePages | None, procs: ServiceProcesses | No
               "block_size_flag": block, "block_size_effective": effective if i == 0 else None,
               "thp": hp.thp_mode if hp else None,
               "hugepages_total": hp.total if hp else None}
-        where = f"over {fr.seconds:.1f} s on pid {fr.server_pid} and {len(fr.procs) - 1} children"
-        text = f"minor faults {_fmt(minor)}/s, major {_fmt(major)}/s, {where}"
+        text = T("minor faults {minor}/s, major {major}/s, over {seconds} s on pid {pid} and "
+                 "{children} children", minor=_fmt(minor), major=_fmt(major),
+                 seconds=f"{fr.seconds:.1f}", pid=fr.server_pid, children=len(fr.procs) - 1)
         if major >= MAJOR_WARN_PER_S:
-            yield Finding.warn(text + ": major faults read pages from disk (swap or page cache "
-                               "under memory pressure), not a TLB problem", subject=f"pid {fr.server_pid}",
+            yield Finding.warn(T("{text}: major faults read pages from disk (swap or page cache "
+                                 "under memory pressure), not a TLB problem", text=text),
+                               subject=f"pid {fr.server_pid}",
                                evidence=ev, kb="ASC-PERF-002")
             continue
-        hint = []
+        hint: list[str] = []
         if i == 0 and effective is not None:
-            hint.append(f"block size {effective}" + (f" (--block-size {block} requested)"
-                                                     if block is not None and block != effective
-                                                     else ""))
+            hint.append(T("block size {size} (--block-size {block} requested)", size=effective,
+                          block=block) if block is not None and block != effective
+                        else T("block size {size}", size=effective))
         elif block is not None:
             hint.append(f"--block-size {block}")
         if hp is not None:
             hint.append(f"THP {hp.thp_mode or '?'}, HugePages_Total {hp.total}")
-        suffix = f" ({'; '.join(hint)})" if hint else ""
+        suffix = T(" ({hints})", hints=join("; ", hint)) if hint else ""
         small_pages = SMALL_PAGES if hp is not None and _small_pages_only(hp) else ()
         params = {"pid": fr.server_pid, "thp": "always" if (hp and hp.thp_mode != "always") else None}
         if minor >= MINOR_FAIL_PER_S:
-            yield Finding.fail(text + ": TLB / page-table pressure, not swapping (≈12 000/s with "
-                               "0 major is the TLB-miss signature)" + suffix, subject=f"pid {fr.server_pid}", evidence=ev,
+            yield Finding.fail(T("{text}: TLB / page-table pressure, not swapping (≈12 000/s with "
+                                 "0 major is the TLB-miss signature){suffix}", text=text,
+                                 suffix=suffix), subject=f"pid {fr.server_pid}", evidence=ev,
                                kb=("ASC-PERF-001", "ASC-CFG-001"), fix="tlb.hugepages",
                                fix_params=params, explained_by=small_pages)
         elif minor >= MINOR_WARN_PER_S:
-            yield Finding.warn(text + ": elevated page-table churn" + suffix,
+            yield Finding.warn(T("{text}: elevated page-table churn{suffix}", text=text,
+                                 suffix=suffix),
                                subject=f"pid {fr.server_pid}", evidence=ev, kb="ASC-PERF-001",
                                fix="tlb.hugepages", fix_params=params)
         else:
             yield Finding.passed(text, subject=f"pid {fr.server_pid}", evidence=ev)
         for pid in fr.vanished:
-            yield Finding.info(f"pid {pid} exited during the sampling window",
+            yield Finding.info(T("pid {pid} exited during the sampling window", pid=pid),
                                subject=f"pid {fr.server_pid}")
 
 
@@ -91,13 +96,15 @@ def hugepages(hp: HugePages) -> Iterator[Finding]:
           "HugePages_Total": hp.total, "HugePages_Free": hp.free, "Hugepagesize_kB": hp.size_kb,
           "AnonHugePages_kB": hp.anon_huge_kb, "errors": list(hp.errors)}
     if _small_pages_only(hp):
-        yield Finding.warn("transparent hugepages are off ([never]) and no HugePages are reserved: "
-                           "every host mapping uses 4 KiB pages, so large pinned KV/host buffers "
-                           "cost many TLB entries", evidence=ev, kb="ASC-PERF-001",
+        yield Finding.warn(T("transparent hugepages are off ([never]) and no HugePages are "
+                             "reserved: every host mapping uses 4 KiB pages, so large pinned "
+                             "KV/host buffers cost many TLB entries"),
+                           evidence=ev, kb="ASC-PERF-001",
                            fix="tlb.hugepages", fix_params={"thp": "madvise"}, cause=SMALL_PAGES)
     else:
-        yield Finding.info(f"THP [{hp.thp_mode or '?'}], HugePages {hp.total} × "
-                           f"{hp.size_kb} kB ({hp.free} free), AnonHugePages {hp.anon_huge_kb} kB",
+        yield Finding.info(T("THP [{mode}], HugePages {total} × {size} kB ({free} free), "
+                             "AnonHugePages {anon} kB", mode=hp.thp_mode or "?", total=hp.total,
+                             size=hp.size_kb, free=hp.free, anon=hp.anon_huge_kb),
                            evidence=ev)
 
 
@@ -110,10 +117,12 @@ def perf(p: PerfTlb) -> Iterator[Finding]:
     ratio = (p.misses / p.loads) if (p.misses is not None and p.loads) else None
     ev = {"pid": p.pid, "dTLB_load_misses": p.misses, "dTLB_loads": p.loads,
           "miss_ratio": round(ratio, 5) if ratio is not None else None, "seconds": p.seconds}
-    msg = (f"dTLB load misses {_fmt((p.misses or 0) / p.seconds)}/s on pid {p.pid}"
-           + (f" ({ratio * 100:.2f} % of loads)" if ratio is not None else ""))
+    rate = _fmt((p.misses or 0) / p.seconds)
+    msg = (T("dTLB load misses {rate}/s on pid {pid} ({share} % of loads)", rate=rate,
+             pid=p.pid, share=f"{ratio * 100:.2f}") if ratio is not None
+           else T("dTLB load misses {rate}/s on pid {pid}", rate=rate, pid=p.pid))
     if ratio is not None and ratio > 0.01:
-        yield Finding.warn(msg + ": more than 1 % of loads miss the TLB", evidence=ev,
+        yield Finding.warn(T("{text}: more than 1 % of loads miss the TLB", text=msg), evidence=ev,
                            kb="ASC-PERF-001", fix="tlb.hugepages", fix_params={"pid": p.pid})
     else:
         yield Finding.info(msg, evidence=ev)

@@ -14,7 +14,8 @@ from typing import Any
 import click
 
 from . import __version__
-from .cli_common import _die, build_options, input_options
+from .cli_common import _die, build_options, default_lang, input_options
+from .i18n import tr, tt
 from .errors import DoctorError, UsageError
 from .opening import demo_host, open_host  # noqa: F401  (tests open hosts through the CLI)
 
@@ -28,7 +29,7 @@ def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,
     if junit:
         from .atomic import atomic_write
         from .report import junit as junit_report
-        atomic_write(junit, junit_report.render(report).encode())
+        atomic_write(junit, junit_report.render(report, kb).encode())
     if as_json:
         from .report import jsonreport
         ids = {k for _, f in report.findings() for k in f.kb}
@@ -58,8 +59,8 @@ def _with_bundle_options(host, options, ctx: click.Context):
     replayed = replay_options(manifest.get("options"), options, explicit)
     taken = replayed_fields(options, replayed)
     if taken:
-        click.echo("ascend-doctor: replaying the bundle's collection options: "
-                   + ", ".join(taken), err=True)
+        click.echo(tt(options.lang, "ascend-doctor: replaying the bundle's collection options: "
+                      "{options}", options=", ".join(taken)), err=True)
     return replayed
 
 
@@ -110,16 +111,18 @@ class _Group(click.Group):
             if os.environ.get("ASCEND_DOCTOR_DEBUG"):
                 raise
             where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
-            _die(f"cannot use{where}: {exc.strerror or _one_line(exc)}")
+            _die(tt(default_lang(), "cannot use{where}: {reason}", where=where,
+                    reason=exc.strerror or _one_line(exc)))
         except ValueError as exc:
             if os.environ.get("ASCEND_DOCTOR_DEBUG"):
                 raise
-            _die(f"bad input: {_one_line(exc)}")
+            _die(tt(default_lang(), "bad input: {reason}", reason=_one_line(exc)))
         except Exception as exc:  # a bug: one line, the traceback on request
             if os.environ.get("ASCEND_DOCTOR_DEBUG"):
                 raise
-            _die(f"internal error ({type(exc).__name__}: {_one_line(exc)}); "
-                 "rerun with ASCEND_DOCTOR_DEBUG=1 for the traceback")
+            _die(tt(default_lang(), "internal error ({kind}: {reason}); rerun with "
+                    "ASCEND_DOCTOR_DEBUG=1 for the traceback", kind=type(exc).__name__,
+                    reason=_one_line(exc)))
 
 
 @click.group(cls=_Group, invoke_without_command=True,
@@ -224,12 +227,14 @@ def list_cmd(as_json: bool) -> None:
         import json
         click.echo(json.dumps({"checks": rows, "plugins": plugins}, indent=2))
         return
+    lang = default_lang()
     width = max((len(r["id"]) for r in rows), default=10)
     for r in rows:
-        click.echo(f"{r['id']:<{width}}  {r['category']:<11} {r['title']}"
+        click.echo(f"{r['id']:<{width}}  {r['category']:<11} {tr(r['title'], lang)}"
                    + (f"  [{', '.join(r['tags'])}]" if r["tags"] else ""))
     for p in plugins:
-        click.echo(f"plugin {p['name']} ({p['module']}, loaded when a run starts)")
+        click.echo(tt(lang, "plugin {name} ({module}, loaded when a run starts)",
+                      name=p["name"], module=p["module"]))
 
 
 def default_bundle_name(hostname: str, now: float | None = None) -> str:
@@ -282,17 +287,21 @@ def collect_cmd(output: str | None, only=(), skip=(), **kw: Any) -> None:
     except OSError as exc:
         raise DoctorError(f"cannot write bundle {output}: {exc.strerror or exc}") from None
     n = sum(len(t) for t in data.index.values())
-    click.echo(f"wrote {output}: {n} answers, {len(data.blobs)} blobs, "
-               f"{len(rec.failures)} sources that could not be read", err=True)
-    click.echo(f"size {size} bytes, sha256 {digest}", err=True)
-    click.echo("secrets in environments, argv and files are redacted; attach the file to the "
-               "issue or ticket, and check it offline with: ascend-doctor check --bundle "
-               + shlex.quote(output), err=True)
+    lang = options.lang
+    click.echo(tt(lang, "wrote {output}: {n} answers, {blobs} blobs, {failed} sources that "
+                  "could not be read", output=output, n=n, blobs=len(data.blobs),
+                  failed=len(rec.failures)), err=True)
+    click.echo(tt(lang, "size {size} bytes, sha256 {digest}", size=size, digest=digest),
+               err=True)
+    click.echo(tt(lang, "secrets in environments, argv and files are redacted; attach the file "
+                  "to the issue or ticket, and check it offline with: {command}",
+                  command="ascend-doctor check --bundle " + shlex.quote(output)), err=True)
     bad = unreadable_inputs(report, options)
     if bad:  # the bundle lacks an analysis the user asked for: not a success
-        click.echo(f"ascend-doctor: could not read {', '.join(bad[:4])}"
-                   + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
-                   + " (see the error findings; the bundle was written without them)", err=True)
+        named = ", ".join(bad[:4]) + (tt(lang, " and {n} more", n=len(bad) - 4)
+                                      if len(bad) > 4 else "")
+        click.echo(tt(lang, "ascend-doctor: could not read {inputs} (see the error findings; "
+                      "the bundle was written without them)", inputs=named), err=True)
         sys.exit(1)
 
 
@@ -319,7 +328,8 @@ def demo_cmd(as_json: bool, markdown: bool, as_text: bool, export: str | None, l
     if export:
         from .atomic import atomic_write
         atomic_write(export, demo_bundle_bytes(), mode=0o644)
-        click.echo(f"wrote the demo bundle to {export}", err=True)
+        click.echo(tt(lang or default_lang(), "wrote the demo bundle to {path}", path=export),
+                   err=True)
         return
     from .bundle import BundleHost
     from .demo import demo_bundle_data
@@ -356,7 +366,8 @@ def _launch_tui(demo: bool, options, root: str | None = None, bundle: str | None
     try:
         from .tui import run_tui
     except ImportError as exc:
-        _die(f"the TUI is unavailable ({exc}); use `check` or `demo --text`")
+        _die(tt(options.lang, "the TUI is unavailable ({reason}); use `check` or `demo --text`",
+                reason=exc))
     run_tui(demo=demo, options=options, root=root, bundle=bundle, timeout=timeout)
 
 

@@ -14,7 +14,7 @@ before the catalog exists.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 LANGS = ("en", "zh")
 
@@ -38,6 +38,28 @@ class Msg(str):
 
 def _rebuild(template: str, args: dict[str, Any]) -> Msg:
     return Msg(template, **args)
+
+
+class Joined(Msg):
+    """Parts (messages or plain strings) joined by ``sep``, each translated on its own: a
+    list of reasons stays translatable without a template per combination."""
+
+    sep: str
+    parts: tuple[str, ...]
+
+    def __new__(cls, sep: str, parts: Iterable[str]) -> "Joined":  # type: ignore[override]
+        parts = tuple(parts)
+        self = str.__new__(cls, sep.join(parts))
+        self.template, self.args, self.sep, self.parts = "", {}, sep, parts
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Joined, (self.sep, self.parts))
+
+
+def join(sep: str, parts: Iterable[str]) -> Joined:
+    """``sep.join(parts)`` that a report translates part by part."""
+    return Joined(sep, parts)
 
 
 def T(template: str, /, **args: Any) -> Msg:
@@ -85,6 +107,8 @@ def tr(text: str, lang: str | None) -> str:
     lookup = _lookup(lang)
     if lookup is None:
         return text
+    if isinstance(text, Joined):
+        return text.sep.join(tr(p, lang) for p in text.parts)
     if isinstance(text, Msg):
         target = lookup(text.template)
         if target is None:
@@ -98,3 +122,15 @@ def tr(text: str, lang: str | None) -> str:
             return str.__str__(text)
     target = lookup(text)
     return text if target is None else target
+
+
+def tt(lang: str | None, template: str, /, **args: Any) -> str:
+    """``T(template, **args)`` rendered in ``lang`` at once (for report and UI strings
+    built where the language is known); extracted like ``T``."""
+    return tr(Msg(template, **args), lang)
+
+
+def ntt(lang: str | None, n: int, one: str, many: str, /, **args: Any) -> str:
+    """``one`` or ``many`` (English plural by ``n``, which is passed as ``{n}``) in ``lang``;
+    languages without plural forms translate both to the same text."""
+    return tt(lang, one if n == 1 else many, n=n, **args)

@@ -6,6 +6,8 @@ read under well-known keys), so the core still knows no particular check.
 
 from __future__ import annotations
 
+from .. import problems as _problems
+from ..i18n import N_, tr, tt
 from ..model import Report, Status
 from ..redact import redact_obj, redact_text
 
@@ -17,33 +19,91 @@ ENV_KEYS: dict[str, type | tuple[type, ...]] = {
     "cpu": (list, tuple), "npu_smi": str, "cann_info": str}
 
 
+STATUS_NAMES = {"fail": N_("fail"), "error": N_("error"), "warn": N_("warn"),
+                "info": N_("info"), "pass": N_("pass"), "skip": N_("skip")}
+SEVERITY_NAMES = {"critical": N_("critical"), "high": N_("high"), "medium": N_("medium"),
+                  "low": N_("low"), "none": N_("none")}
+
+
+def _cell(text: str) -> str:
+    return redact_text(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _members(pairs) -> str:
+    """```libacl.resolve` ×6, `ldconf.order``` (one entry per check, counted)."""
+    by: dict[str, int] = {}
+    for r, _ in pairs:
+        by[r.check_id] = by.get(r.check_id, 0) + 1
+    return ", ".join(f"`{c}`" + (f" ×{n}" if n > 1 else "") for c, n in by.items())
+
+
+def problems_md(report: Report, kb=None, lang: str = "en") -> list[str]:
+    """The problems, in the ranking the text and JSON reports use (doctor/ranking.py): the
+    root cause (its finding, its fix and KB entry), then what it explains."""
+    probs = _problems.group(report, kb)
+    if not probs:
+        return []
+    out = [tt(lang, "### Problems (worst first: a root cause, then what it explains)"), ""]
+    for n, p in enumerate(probs, 1):
+        r, f = p.head
+        sev = tr(SEVERITY_NAMES.get(p.severity.value, p.severity.value), lang).upper()
+        out.append(f"{n}. **{sev}** {_cell(tr(p.title(kb, lang), lang))} — `{r.check_id}`: "
+                   f"{_cell(tr(f.message, lang))}")
+        if p.symptoms:
+            out.append("   - " + tt(lang, "explains {n}: {checks}", n=len(p.symptoms),
+                                    checks=_members(p.symptoms)))
+        if p.roots[1:]:
+            out.append("   - " + tt(lang, "same cause: {checks}", checks=_members(p.roots[1:])))
+        actions = []
+        fix = next((m.fix for _, m in p.members if m.fix), None)
+        if fix:
+            actions.append(tt(lang, "fix: {command}", command=f"`ascend-doctor fix {fix.id}`"))
+        if f.kb:
+            actions.append(tt(lang, "why: {command}",
+                              command=f"`ascend-doctor explain {f.kb[0]}`"))
+        if actions:
+            out.append("   - " + " · ".join(actions))
+    return out + [""]
+
+
 def render(report: Report, kb=None, lang: str = "en") -> str:
     h = report.host
-    out = [f"## ascend-doctor report ({report.tool_version})", "",
-           f"- host: `{h.hostname}` — {h.os} — kernel `{h.kernel}` — arch `{h.arch}`",
-           f"- context: {report.context}, started {report.started_at}, "
-           f"{report.duration_s:.2f} s",
-           "- summary: " + ", ".join(f"{v} {k}" for k, v in report.summary.items() if v), ""]
+    summary = ", ".join(f"{v} {tr(STATUS_NAMES.get(k, k), lang)}"
+                        for k, v in report.summary.items() if v)
+    out = [tt(lang, "## ascend-doctor report ({version})", version=report.tool_version), "",
+           "- " + tt(lang, "host: `{host}` — {os} — kernel `{kernel}` — arch `{arch}`",
+                     host=h.hostname, os=h.os, kernel=h.kernel, arch=h.arch),
+           "- " + tt(lang, "context: {context}, started {started}, {seconds} s",
+                     context=report.context, started=report.started_at,
+                     seconds=f"{report.duration_s:.2f}"),
+           "- " + tt(lang, "summary: {counts}", counts=summary), ""]
+    out += problems_md(report, kb, lang)
     env = _collect_env(report)
     if env:
-        out += ["<details><summary>Environment (the fields of vllm-ascend's collect_env)</summary>",
-                "", "```", *env, "```", "</details>", ""]
-    out += ["### Findings", "", "| status | check | message | kb |", "|---|---|---|---|"]
+        out += ["<details><summary>"
+                + tt(lang, "Environment (the fields of vllm-ascend's collect_env)")
+                + "</summary>", "", "```", *env, "```", "</details>", ""]
+    out += [tt(lang, "### Findings"), "",
+            "| " + " | ".join(tr(x, lang) for x in (N_("status"), N_("check"), N_("message"),
+                                                     N_("kb"))) + " |", "|---|---|---|---|"]
     rows = sorted(((r, f) for r in report.results for f in r.findings
                    if f.status not in (Status.PASS, Status.SKIP)),
                   key=lambda rf: (-rf[1].status.rank, rf[0].check_id))
     for r, f in rows:
-        msg = redact_text(f.message).replace("|", "\\|").replace("\n", " ")
-        out.append(f"| {f.status.value} | `{r.check_id}` | {msg} | {', '.join(f.kb)} |")
+        msg = _cell(tr(f.message, lang))
+        out.append(f"| {tr(STATUS_NAMES[f.status.value], lang)} | `{r.check_id}` | {msg} | "
+                   f"{', '.join(f.kb)} |")
     passed = [r.check_id for r in report.results if r.status == Status.PASS]
     skipped = [(r.check_id, r.findings[0].message) for r in report.results if r.status == Status.SKIP]
-    out += ["", f"Passed: {', '.join(f'`{p}`' for p in passed) or 'none'}", ""]
+    out += ["", tt(lang, "Passed: {checks}",
+                   checks=", ".join(f"`{p}`" for p in passed) or tr(N_("none"), lang)), ""]
     if skipped:
-        out += ["Skipped:", ""] + [f"- `{c}`: {redact_text(m)}" for c, m in skipped] + [""]
+        out += [tt(lang, "Skipped:"), ""] + [f"- `{c}`: {redact_text(tr(m, lang))}"
+                                             for c, m in skipped] + [""]
     if kb is not None:
         ids = sorted({k for _, f in rows for k in f.kb})
         if ids:
-            out += ["### Knowledge base", ""]
+            out += [tt(lang, "### Knowledge base"), ""]
             for kid in ids:
                 e = kb.get(kid)
                 if e is not None:

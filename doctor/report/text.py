@@ -16,9 +16,11 @@ from typing import Any, Iterable, TextIO
 
 from .. import problems as _problems
 from .. import ranking
+from ..i18n import N_, ntt, tr, tt
 from ..model import Category, CheckResult, Finding, Report, Status
 from ..probes.stack import NO_STACK_SOURCE
 from ..redact import neutralise, redact_text
+from ..suggest import next_step
 
 WIDTH = 100
 DETAILED = 4  # problems shown in full by default; the others get one line each
@@ -154,8 +156,29 @@ class _Out:
             self.line(ln, style)
 
 
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
+# category and severity names as the reader sees them (the JSON keeps the English values)
+CATEGORY_NAMES = {"libs": N_("libs"), "versions": N_("versions"), "npu": N_("npu"),
+                  "container": N_("container"), "service": N_("service"),
+                  "config": N_("config"), "performance": N_("performance"),
+                  "network": N_("network"), "kvcache": N_("kvcache"),
+                  "profiling": N_("profiling"), "logs": N_("logs"), "host": N_("host")}
+SEVERITY_NAMES = {"critical": N_("critical"), "high": N_("high"), "medium": N_("medium"),
+                  "low": N_("low"), "none": N_("none")}
+STATUS_NAMES = {"fail": N_("fail"), "error": N_("error"), "warn": N_("warn"),
+                "info": N_("info"), "pass": N_("pass"), "skip": N_("skip")}
+
+
+def _pad(text: str, width: int) -> str:
+    """``text`` left-aligned in ``width`` terminal cells (CJK counts double)."""
+    return text + " " * max(0, width - _cells(text))
+
+
+def _checks(lang: str, n: int) -> str:
+    return ntt(lang, n, "{n} check", "{n} checks")
+
+
+def _warnings(lang: str, n: int) -> str:
+    return ntt(lang, n, "{n} warning", "{n} warnings")
 
 
 def no_stack(report: Report) -> list[str]:
@@ -174,25 +197,29 @@ def verdict(report: Report, probs: list[_problems.Problem], kb: Any = None,
         reason = next((f.evidence.get("reason", "") for _, f in report.findings()
                        if isinstance(f.evidence, dict)
                        and f.evidence.get("source") == NO_STACK_SOURCE), "")
-        text = (f"No Ascend stack on this host: {reason} "
-                f"({_plural(len(absent), 'check')} that need one skipped)")
+        text = tt(lang, "No Ascend stack on this host: {reason} ({checks} that need one skipped)",
+                  reason=tr(reason, lang), checks=_checks(lang, len(absent)))
         if warning:
-            text += f"; {_plural(len(warning), 'warning')}"
+            text += f"; {_warnings(lang, len(warning))}"
         return Status.SKIP, text
     if not probs:
         s = report.summary
-        return Status.PASS, (f"No problem found: {_plural(s['pass'], 'check')} passed"
-                             + (f", {s['skip']} skipped" if s["skip"] else ""))
+        text = tt(lang, "No problem found: {checks} passed", checks=_checks(lang, s["pass"]))
+        if s["skip"]:
+            text += tt(lang, ", {n} skipped", n=s["skip"])
+        return Status.PASS, text
     worst = failing[0] if failing else warning[0]
     nfail = _problems.failed_checks(report)
     if failing:
-        text = (f"{_plural(len(failing), 'problem')} explain{'s' if len(failing) == 1 else ''} "
-                f"{_plural(nfail, 'failed check')}")
+        text = ntt(lang, len(failing), "{n} problem explains {checks}",
+                   "{n} problems explain {checks}",
+                   checks=ntt(lang, nfail, "{n} failed check", "{n} failed checks"))
         if warning:
-            text += f" (and {_plural(len(warning), 'warning')})"
+            text += tt(lang, " (and {warnings})", warnings=_warnings(lang, len(warning)))
     else:
-        text = f"{_plural(len(warning), 'warning')}, nothing failed"
-    return worst.status, text + f"; the worst: {_clean(worst.title(kb, lang))}"
+        text = tt(lang, "{warnings}, nothing failed", warnings=_warnings(lang, len(warning)))
+    return worst.status, text + tt(lang, "; the worst: {title}",
+                                   title=_clean(tr(worst.title(kb, lang), lang)))
 
 
 def _category_lines(report: Report, probs: list[_problems.Problem], kb: Any, lang: str
@@ -204,19 +231,20 @@ def _category_lines(report: Report, probs: list[_problems.Problem], kb: Any, lan
     first_problem: dict[Category, str] = {}
     for p in probs:
         for r, _ in p.members:
-            first_problem.setdefault(r.category, _clean(p.title(kb, lang)))
+            first_problem.setdefault(r.category, _clean(tr(p.title(kb, lang), lang)))
     order = sorted(by_cat, key=lambda c: (-max(r.status.rank for r in by_cat[c]), c.value))
-    name_w = max(len(c.value) for c in order) if order else 8
+    names = {c: tr(CATEGORY_NAMES.get(c.value, c.value), lang) for c in order}
+    name_w = max(_cells(n) for n in names.values()) if order else 8
+    labels = ((Status.FAIL, N_("{n} failed")), (Status.ERROR, N_("{n} crashed")),
+              (Status.WARN, N_("{n} warned")), (Status.INFO, N_("{n} info")),
+              (Status.PASS, N_("{n} passed")), (Status.SKIP, N_("{n} skipped")))
     out = []
     for cat in order:
         rs = by_cat[cat]
         worst = max((r.status for r in rs), key=lambda s: s.rank)
         counts = {s: sum(1 for r in rs if r.status is s) for s in Status}
-        parts = [f"{counts[s]} {label}" for s, label in
-                 ((Status.FAIL, "failed"), (Status.ERROR, "crashed"), (Status.WARN, "warned"),
-                  (Status.INFO, "info"), (Status.PASS, "passed"), (Status.SKIP, "skipped"))
-                 if counts[s]]
-        text = f"{cat.value:<{name_w}}  {', '.join(parts)}"
+        parts = [tt(lang, label, n=counts[s]) for s, label in labels if counts[s]]
+        text = f"{_pad(names[cat], name_w)}  {', '.join(parts)}"
         if cat in first_problem:
             text += f" — {first_problem[cat]}"
         out.append((worst, text))
@@ -231,11 +259,12 @@ def _npu_rows(report: Report) -> list[dict]:
     return []
 
 
-def _npu_table(out: _Out, rows: list[dict]) -> None:
+def _npu_table(out: _Out, rows: list[dict], lang: str = "en") -> None:
     def cell(v: Any, unit: str = "") -> str:
         return "-" if v is None else f"{v}{unit}"
 
-    table = [("NPU", "chip", "health", "temp", "HBM used / total", "processes")]
+    table = [tuple(tr(h, lang) for h in (N_("NPU"), N_("chip"), N_("health"), N_("temp"),
+                                          N_("HBM used / total"), N_("processes")))]
     for c in rows:
         used, total = c.get("hbm_used_mb"), c.get("hbm_total_mb")
         hbm = "-" if used is None else (f"{used} / {total} MB ({100 * used / total:.0f} %)"
@@ -243,7 +272,7 @@ def _npu_table(out: _Out, rows: list[dict]) -> None:
         procs = c.get("processes") or []
         table.append((f"{c.get('npu')}", f"{c.get('chip')} {_clean(c.get('name', ''))}",
                       _clean(c.get("health", "")), cell(c.get("temp_c"), " °C"), hbm,
-                      _clean("; ".join(procs)) if procs else "none"))
+                      _clean("; ".join(procs)) if procs else tr(N_("none"), lang)))
     widths = [max(_cells(row[i]) for row in table) for i in range(5)]
     for n, row in enumerate(table):
         head = "  ".join(v + " " * (w - _cells(v)) for v, w in zip(row[:5], widths))
@@ -270,52 +299,65 @@ def _members_text(pairs: Iterable[tuple[CheckResult, Finding]]) -> str:
     return ", ".join(parts)
 
 
-def _message(f: Finding) -> str:
+def _message(f: Finding, lang: str = "en") -> str:
     subj = (f"{f.subject}: " if f.subject and not f.message.startswith(f.subject) else "")
-    return _clean(subj + f.message)
+    return _clean(subj + tr(f.message, lang))
+
+
+def _ran(report: Report) -> str:
+    """The subcommand that made this report, as :func:`suggest.next_step` asks for it."""
+    return "demo" if report.context == "demo" else "check"
 
 
 def _problem(out: _Out, n: int, p: _problems.Problem, glyph: dict[Status, str], kb: Any,
-             lang: str, verbose: bool) -> None:
+             lang: str, verbose: bool, report: Report | None = None) -> None:
     r, f = p.head
     st = p.status
     lead = f"{n:>2} {glyph[st]} "
-    title = f"{p.severity.value.upper()} {_clean(p.title(kb, lang))}"
+    sev = tr(SEVERITY_NAMES.get(p.severity.value, p.severity.value), lang)
+    title = f"{sev.upper()} {_clean(tr(p.title(kb, lang), lang))}"
     if len(p.members) > 1:
-        title += f" ({len(p.members)} findings)"
+        title += tt(lang, " ({n} findings)", n=len(p.members))
     ind = " " * (len(lead) + 1)
     lines = wrap(title, WIDTH, " " * len(lead), ind, None if verbose else 1)
     out.line(lines[0][len(lead):], "bold", lead, STYLES[st])
     for ln in lines[1:]:
         out.line(ln, "bold")
-    out.para(f"{r.check_id}: {_message(f)}", ind, ind + "  ",
+    out.para(f"{r.check_id}: {_message(f, lang)}", ind, ind + "  ",
              max_lines=None if verbose else MESSAGE_LINES)
     more_roots = p.roots[1:]
     if verbose:
         for rr, ff in more_roots:
-            out.para(f"same cause: {rr.check_id}: {_message(ff)}", ind, ind + "  ")
+            out.para(tt(lang, "same cause: {check}: {message}", check=rr.check_id,
+                        message=_message(ff, lang)), ind, ind + "  ")
         for rr, ff in p.symptoms:
-            out.para(f"explains {rr.check_id}: {_message(ff)}", ind, ind + "  ")
+            out.para(tt(lang, "explains {check}: {message}", check=rr.check_id,
+                        message=_message(ff, lang)), ind, ind + "  ")
     else:
         parts = []
         if p.symptoms:
-            parts.append(f"explains {len(p.symptoms)}: {_members_text(p.symptoms)}")
+            parts.append(tt(lang, "explains {n}: {checks}", n=len(p.symptoms),
+                            checks=_members_text(p.symptoms)))
         if more_roots:
-            parts.append(f"same cause: {_members_text(more_roots)}")
+            parts.append(tt(lang, "same cause: {checks}", checks=_members_text(more_roots)))
         if parts:
             out.para("; ".join(parts), ind, ind + "  ", max_lines=2)
     actions = []
     fix = next((ff.fix for _, ff in p.members if ff.fix), None)
     if fix:
-        actions.append(f"fix: ascend-doctor fix {fix.id}")
+        actions.append(tt(lang, "fix: {command}", command=f"ascend-doctor fix {fix.id}"))
     entries = _kb_entries(f, kb)
     if entries:
-        actions.append(f"why: ascend-doctor explain {entries[0].id}")
-        steps = entries[0].steps_for(lang) if verbose else []
-        if steps:
-            actions.append(f"next: {_clean(steps[0])}")
+        actions.append(tt(lang, "why: {command}",
+                          command=f"ascend-doctor explain {entries[0].id}"))
+        # the first step that does not repeat what this run did (suggest.next_step)
+        step = (next_step(list(entries[0].steps), lang, _ran(report),
+                          [x.check_id for x in report.results])
+                if verbose and report is not None else None)
+        if step:
+            actions.append(tt(lang, "next: {step}", step=_clean(step)))
     elif f.kb:
-        actions.append(f"kb {f.kb[0]}")
+        actions.append(tt(lang, "kb {entry}", entry=f.kb[0]))
     if actions:
         out.para(" · ".join(actions), ind, ind + "  ", style="dim",
                  max_lines=None if verbose else 1)
@@ -344,12 +386,13 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
     for ln in lines[1:]:
         out.line(ln, "bold")
     h = report.host
-    out.line(_fit(f"ascend-doctor {report.tool_version} — {_clean(h.hostname)} "
-                  f"({_clean(h.os or h.arch)}, kernel {_clean(h.kernel)}) — context: "
-                  f"{report.context}"), "dim")
+    out.line(_fit(tt(lang, "ascend-doctor {version} — {host} ({os}, kernel {kernel}) — "
+                     "context: {context}", version=report.tool_version,
+                     host=_clean(h.hostname), os=_clean(h.os or h.arch),
+                     kernel=_clean(h.kernel), context=report.context)), "dim")
     inputs = report.inputs if isinstance(report.inputs, dict) else {}
     if inputs.get("service_url_given") and inputs.get("service_url"):
-        out.line(_fit(f"service: {_clean(inputs['service_url'])}"), "dim")
+        out.line(_fit(tt(lang, "service: {url}", url=_clean(inputs["service_url"]))), "dim")
 
     out.line()
     for cst, ctext in _category_lines(report, probs, kb, lang):
@@ -358,28 +401,30 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
     rows = _npu_rows(report)
     if rows:
         out.line()
-        _npu_table(out, rows)
+        _npu_table(out, rows, lang)
 
     if probs:
         out.line()
-        out.line("Problems, worst first (a root cause, then what it explains)", "bold")
+        out.line(tt(lang, "Problems, worst first (a root cause, then what it explains)"),
+                 "bold")
         shown = probs if verbose else probs[:DETAILED]
         for n, p in enumerate(shown, 1):
-            _problem(out, n, p, glyph, kb, lang, verbose)
+            _problem(out, n, p, glyph, kb, lang, verbose, report)
         rest = [p for p in probs[len(shown):] if p.status is not Status.WARN]
         warns = [p for p in probs[len(shown):] if p.status is Status.WARN]
         if rest:
-            out.line(f"also failing (-v shows them in full):", "bold")
+            out.line(tt(lang, "also failing (-v shows them in full):"), "bold")
             for n, p in enumerate(rest, len(shown) + 1):
                 r, f = p.head
                 extra = f" (+{len(p.members) - 1})" if len(p.members) > 1 else ""
-                body = (f"{p.severity.value:<8} {r.check_id}{extra}: "
-                        f"{_clean(p.title(kb, lang))}")
+                sev = tr(SEVERITY_NAMES.get(p.severity.value, p.severity.value), lang)
+                body = (f"{_pad(sev, 8)} {r.check_id}{extra}: "
+                        f"{_clean(tr(p.title(kb, lang), lang))}")
                 lead = f"{n:>2} {glyph[p.status]} "
                 out.line(_fit(body, WIDTH - _cells(lead)), None, lead, STYLES[p.status])
         if warns:
             lead = f"   {glyph[Status.WARN]} "
-            lines = wrap(f"{_plural(len(warns), 'warning')}: "
+            lines = wrap(f"{_warnings(lang, len(warns))}: "
                          + _members_text([p.head for p in warns]), WIDTH, " " * len(lead),
                          " " * len(lead), max_lines=None if verbose else 2)
             out.line(lines[0][len(lead):], None, lead, STYLES[Status.WARN])
@@ -390,10 +435,10 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
              if f.status in (Status.PASS, Status.SKIP, Status.INFO)]
     if verbose and quiet:
         out.line()
-        out.line("Passed, skipped and informational findings", "bold")
+        out.line(tt(lang, "Passed, skipped and informational findings"), "bold")
         for r, f in sorted(quiet, key=lambda t: (-t[1].status.rank, t[0].check_id)):
             lead = f"  {glyph[f.status]} "
-            lines = wrap(f"{r.check_id}: {_message(f)}", WIDTH, " " * len(lead),
+            lines = wrap(f"{r.check_id}: {_message(f, lang)}", WIDTH, " " * len(lead),
                          " " * (len(lead) + 2))
             out.line(lines[0][len(lead):], None, lead, STYLES[f.status])
             for ln in lines[1:]:
@@ -401,11 +446,12 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
 
     s = report.summary
     out.line()
-    parts = [f"{s[st.value]} {st.value}" for st in
+    parts = [f"{s[st.value]} {tr(STATUS_NAMES[st.value], lang)}" for st in
              (Status.FAIL, Status.ERROR, Status.WARN, Status.INFO, Status.PASS, Status.SKIP)]
-    tail = "" if verbose else "; -v lists them all"
-    out.para(f"summary: {', '.join(parts)} — {len(report.results)} checks in "
-             f"{report.duration_s:.2f} s{tail}", "")
+    tail = "" if verbose else tt(lang, "; -v lists them all")
+    out.para(tt(lang, "summary: {counts} — {n} checks in {seconds} s{tail}",
+                counts=", ".join(parts), n=len(report.results),
+                seconds=f"{report.duration_s:.2f}", tail=tail), "")
     out.flush()
 
 

@@ -11,6 +11,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Markdown, Pretty, Static
 
+from ...i18n import tr
 from ...model import Finding
 from ..state import CheckRow
 from ..widgets.render import status_piece
@@ -61,11 +62,13 @@ class DetailScreen(Screen):
 
     def compose(self) -> ComposeResult:
         f, r = self.finding, self.row
+        lang = getattr(self.app, "lang", "en")  # finding messages and titles (issue 14 item 6)
         yield Header(show_clock=False, icon="✚")
         with VerticalScroll(id="detail-body"):
             yield Static(Content.assemble(status_piece(f.status.value), " ",
                                           status_piece(f.status.value, f.status.value.upper()),
-                                          " ", (r.id, "bold"), " — ", r.title), id="d-title")
+                                          " ", (r.id, "bold"), " — ", tr(r.title, lang)),
+                         id="d-title")
             meta = [("severity ", "$text-muted"), f.severity.value,
                     ("   category ", "$text-muted"), (f.category or r.category).value]
             if f.subject:
@@ -73,7 +76,7 @@ class DetailScreen(Screen):
             if f.fix:
                 meta += [("   fix ", "$text-muted"), (f.fix.id, "$accent"), " (f)"]
             yield Static(Content.assemble(*meta), id="d-meta")
-            yield Static(Content(f.message), id="d-message")
+            yield Static(Content(tr(f.message, lang)), id="d-message")
             yield Static(Content.assemble(("Knowledge base", "bold"),
                                           ("  (l: 中文 / English)", "$text-muted")),
                          classes="d-heading")

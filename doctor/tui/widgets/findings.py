@@ -7,12 +7,13 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from ...i18n import tr
 from ...model import Finding
 from ..state import CheckRow
 from .render import status_piece
 
 
-def finding_prompt(f: Finding) -> Content:
+def finding_prompt(f: Finding, lang: str = "en") -> Content:
     head = [status_piece(f.status.value), " ", status_piece(f.status.value,
                                                             f.status.value.upper())]
     if f.severity.value != "none":
@@ -24,7 +25,7 @@ def finding_prompt(f: Finding) -> Content:
         tail += [("  kb ", "$text-muted"), ", ".join(f.kb)]
     if f.fix:
         tail += [("  fix ", "$text-muted"), (f.fix.id, "$accent")]
-    lines = [Content.assemble(*head), Content("  " + f.message)]
+    lines = [Content.assemble(*head), Content("  " + tr(f.message, lang))]
     if tail:
         lines.append(Content.assemble(*tail))
     return Content("\n").join(lines)
@@ -41,12 +42,13 @@ class FindingsList(OptionList):
         if row is None:
             self.border_title = "Findings"
             return
-        self.border_title = f"{row.id} — {row.title}"
+        lang = getattr(self.app, "lang", "en")
+        self.border_title = f"{row.id} — {tr(row.title, lang)}"
         if row.result is None:
             self.add_option(Option(Content.assemble(status_piece(row.state), " ",
                                                     f"{row.state}…"), disabled=True))
             return
-        self.add_options([Option(finding_prompt(f), id=f"f:{i}")
+        self.add_options([Option(finding_prompt(f, lang), id=f"f:{i}")
                           for i, f in enumerate(row.findings)])
         self.highlighted = 0
 

@@ -1,0 +1,179 @@
+"""Issue 14 item 6: the zh report of the demo speaks Chinese all the way.
+
+What counts as an untranslated English sentence (``english_runs``): three or more
+consecutive English words on one line, where a word is a token of letters only (``found``,
+``Tried``), at least two letters, not all capitals (``NPU``, ``OOM``, ``HBM`` are names) —
+after removing what is not prose: `backtick spans`, and tokens that are paths, commands,
+identifiers, check ids, versions or units (anything with a digit, ``/``, ``_``, ``.``, ``-``,
+``=``, ``:`` inside, ``<``/``>``, ``*``). CJK characters and full-width punctuation end a run,
+so "ldconfig 时会" is not a sentence.
+
+Residue: the messages of the checks other helpers are rewriting (checks/logs.py, libacl.py,
+npu.py, torch_import.py, versions.py, service.py) are not translated yet. Their lines are
+allowed by check id in ``PENDING`` — narrowly: a line is excused only when it belongs to a
+finding of one of those checks (the line starts with, or continues, ``<check id>:``). The lead
+empties ``PENDING`` after merging their templates; the test then covers everything.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+GOLDEN = Path(__file__).with_name("golden") / "demo_zh.txt"
+
+# check ids whose messages other helpers own (issue 14 round: they use T(); the lead
+# translates their templates at merge and removes this allowlist)
+PENDING = ("logs.", "libacl.", "npu.", "torch_npu.import", "versions.", "service.")
+# skips whose whole text is a probe's SourceMissing reason, formatted by the engine
+# (doctor/probes/faults.py "perf is not installed", doctor/probes/leak.py "no watch window
+# asked"): probes and the engine are not this change's files; they need T() there too
+PROBE_SKIPS = ("tlb.perf", "leak.npu-memory")
+
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+# literal text a translation quotes: commands in backticks, log lines in quotes
+_LITERAL = re.compile(r"`[^`]*`|'[^']*'|\"[^\"]*\"|“[^”]*”")
+_WORD = re.compile(r"^[(\[\"']*([A-Za-z]{2,})[)\]\"',;:.!?…]*$")
+
+
+def _check_ids() -> list[str]:
+    from ascend_doctor.registry import Registry
+    return sorted(Registry.discover().checks, key=len, reverse=True)
+
+
+_CID = re.compile("(" + "|".join(re.escape(c) for c in _check_ids())
+                  + r")(?: ×\d+| \(\+\d+\))?\s?[:：]")
+
+
+def _is_word(tok: str) -> bool:
+    m = _WORD.match(tok)
+    return bool(m) and not m.group(1).isupper()
+
+
+def english_runs(line: str, n: int = 3) -> list[str]:
+    """The runs of >= n consecutive English words in ``line`` (see the module docstring)."""
+    text = _CJK.sub(" | ", _LITERAL.sub(" | ", line))
+    runs, cur = [], []
+    for tok in text.split():
+        if _is_word(tok):
+            cur.append(tok)
+            continue
+        if len(cur) >= n:
+            runs.append(" ".join(cur))
+        cur = []
+    if len(cur) >= n:
+        runs.append(" ".join(cur))
+    return runs
+
+
+def owners(lines: list[str]) -> list[str | None]:
+    """For each line, the check id of the finding it shows (its own ``id:`` or, for a wrapped
+    continuation indented deeper, the line it continues), else None."""
+    out: list[str | None] = []
+    cur: tuple[int, str] | None = None
+    for ln in lines:
+        indent = len(ln) - len(ln.lstrip())
+        m = _CID.search(ln)
+        if m and not english_runs(ln[:m.start()]):
+            cur = (indent, m.group(1))
+        elif cur is None or indent <= cur[0] or not ln.strip():
+            cur = None
+        out.append(cur[1] if cur else None)
+    return out
+
+
+def untranslated(report: str, pending: tuple[str, ...] = PENDING + PROBE_SKIPS) -> list[str]:
+    lines = report.splitlines()
+    bad = []
+    for ln, owner in zip(lines, owners(lines)):
+        runs = english_runs(ln)
+        if runs and not (owner and owner.startswith(pending)):
+            bad.append(f"{owner or '-'}: {ln.strip()}  <- {runs}")
+    return bad
+
+
+def test_the_detector_on_known_lines():
+    assert english_runs("it is not in the cache") == ["it is not in the cache"]
+    assert english_runs("请运行 `chmod 644 /etc/ld.so.conf.d/ascend.conf && run it now`") == []
+    assert english_runs("ascend-doctor fix ldconf.ascend-conf · why: ascend-doctor") == []
+    assert english_runs("NPU OOM HBM") == []  # names, not prose
+    assert english_runs("没有该用户权限的工具运行 ldconfig 时会静默跳过") == []
+    assert english_runs("Ubuntu 22.04.4 LTS, kernel 5.15.0") == []
+    lines = ["      logs.signatures: 1 line(s) match ASC-LOG-004 (NPU out of memory);",
+             "        first at line 11: RuntimeError: NPU out of memory. Tried to allocate",
+             "      同一根因：ldconf.reached：它", "  a line nobody owns here at all"]
+    assert owners(lines) == ["logs.signatures", "logs.signatures", "ldconf.reached", None]
+    assert untranslated("\n".join(lines)) == [
+        "-: a line nobody owns here at all  <- ['line nobody owns here at all']"]
+
+
+@pytest.fixture(scope="module")
+def zh_reports():
+    out = {}
+    for extra in ((), ("-v",)):
+        r = run_cli("demo", "--text", "--lang", "zh", *extra)
+        assert r.returncode == 0, r.stderr
+        out[extra] = r.stdout
+    return out
+
+
+@pytest.mark.parametrize("extra", [(), ("-v",)], ids=["default", "verbose"])
+def test_the_zh_demo_report_has_no_untranslated_english_sentence(zh_reports, extra):
+    bad = untranslated(zh_reports[extra])
+    assert not bad, "untranslated English in the zh report:\n" + "\n".join(bad)
+
+
+def test_the_allowlist_excuses_only_the_pending_checks(zh_reports):
+    """Without the allowlist the residue is exactly lines of the six pending checks."""
+    residue = untranslated(zh_reports[("-v",)], pending=())
+    assert residue  # until the lead merges their templates
+    assert all(line.split(":", 1)[0].startswith(PENDING + PROBE_SKIPS) for line in residue), residue
+    # and the probe skips excused are skips, not messages of the checks translated here
+    for line in residue:
+        if line.startswith(PROBE_SKIPS):
+            assert "○" in line, line
+
+
+def test_lang_zh_cn_in_the_environment_selects_chinese():
+    env = {k: "" for k in ("ASCEND_DOCTOR_LANG", "LC_ALL", "LC_MESSAGES")}
+    r = run_cli("demo", "--text", env={**env, "LANG": "zh_CN.UTF-8"})
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert "个问题解释了" in first and "最严重的" in first, first
+    assert "汇总：" in r.stdout
+    en = run_cli("demo", "--text", env={**env, "LANG": "C.UTF-8"})
+    assert not re.search(r"[\u4e00-\u9fff]", en.stdout.split("\n\n", 1)[0]), en.stdout[:300]
+
+
+def _stable(text: str) -> str:
+    return re.sub(r"用时 [0-9.]+ 秒", "用时 N 秒", text)
+
+
+def test_the_zh_demo_report_matches_its_golden(zh_reports):
+    """The whole zh report, byte for byte (the run time aside). Regenerate after a reviewed
+    change with ASCEND_DOCTOR_UPDATE_GOLDEN=1."""
+    got = _stable(zh_reports[()])
+    if os.environ.get("ASCEND_DOCTOR_UPDATE_GOLDEN"):
+        GOLDEN.write_text(got, encoding="utf-8")
+    assert got == GOLDEN.read_text(encoding="utf-8")
+    assert max(len(x) for x in got.splitlines()) <= 100
+
+
+def test_cli_messages_follow_the_language(tmp_path):
+    zh = {"ASCEND_DOCTOR_LANG": "zh"}
+    r = run_cli("demo", "--export", str(tmp_path / "d.tar.gz"), env=zh)
+    assert r.returncode == 0 and r.stderr.strip() == f"已将演示包写入 {tmp_path / 'd.tar.gz'}"
+    r = run_cli("list", env=zh)
+    assert "KV 块表：没有块被两个存活请求同时占用" in r.stdout
+    en = run_cli("list", env={"ASCEND_DOCTOR_LANG": "en"})
+    assert "KV block tables: no block held by two live requests" in en.stdout
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"not a tar")
+    r = run_cli("check", "--bundle", str(bad), env=zh)
+    assert r.returncode == 2 and r.stderr.startswith("ascend-doctor: ") and len(
+        r.stderr.strip().splitlines()) == 1
