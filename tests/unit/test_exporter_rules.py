@@ -34,7 +34,7 @@ def test_package_copy_equals_deploy():
 
 def test_pyproject_package_data_ships_the_rules():
     meta = tomllib.loads((REPO / "pyproject.toml").read_text())
-    globs = meta["tool"]["setuptools"]["package-data"]["doctor"]
+    globs = meta["tool"]["setuptools"]["package-data"]["ascend_doctor"]
     assert any(fnmatch.fnmatch(RULES_RESOURCE, g) for g in globs), globs
 
 
