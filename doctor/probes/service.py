@@ -39,6 +39,9 @@ class MetricsSnapshot:
 
     samples: tuple[Sample, ...]
     t: float = 0.0
+    # metric families the body declares (HELP/TYPE), with or without samples: a vLLM started
+    # with --disable-log-stats declares its vllm: families and exports no sample of them
+    families: tuple[str, ...] = ()
 
     def named(self, name: str) -> list[Sample]:
         return [s for s in self.samples if s.name == name]
@@ -81,15 +84,17 @@ def parse_metrics(text: str, source: str = "/metrics") -> MetricsSnapshot:
     if text.lstrip().startswith(("<", "{", "[")):
         raise ParseError(source, "not Prometheus text exposition (looks like HTML or JSON)")
     samples: list[Sample] = []
+    families: list[str] = []
     try:
         for fam in text_string_to_metric_families(text):
+            families.append(fam.name)
             for s in fam.samples:
                 samples.append(Sample(s.name, dict(s.labels), float(s.value)))
     except (ValueError, TypeError, IndexError, KeyError) as exc:
         raise ParseError(source, f"not Prometheus text exposition ({exc})"[:300]) from None
-    if not samples and text.strip():
-        raise ParseError(source, "no samples in the body")
-    return MetricsSnapshot(tuple(samples))
+    if not samples and not families and text.strip():
+        raise ParseError(source, "no samples and no HELP/TYPE lines in the body")
+    return MetricsSnapshot(tuple(samples), families=tuple(families))
 
 
 def histogram_quantile(q: float, buckets: Mapping[float, float]) -> float | None:
@@ -166,6 +171,13 @@ class ServiceHttp:
         return any(s.has_prefix("vllm:") for s in self.scrapes)
 
     @property
+    def stats_disabled(self) -> bool:
+        """vLLM's own families are declared (HELP/TYPE) but none has a sample: the server runs
+        with --disable-log-stats (measured on vLLM 0.32, tests/corpus/realvllm/)."""
+        return bool(self.scrapes) and not self.vllm_series and any(
+            f.startswith("vllm:") for snap in self.scrapes for f in snap.families)
+
+    @property
     def interval_s(self) -> float:
         return self.scrapes[-1].t - self.scrapes[0].t if len(self.scrapes) > 1 else 0.0
 
@@ -227,7 +239,7 @@ def gather_http(host: Host, base: str, given: bool, api_key: str | None,
         except ParseError as exc:
             err = exc.reason
             break
-        scrapes.append(MetricsSnapshot(snap.samples, t))
+        scrapes.append(MetricsSnapshot(snap.samples, t, snap.families))
         if i == 0:
             host.sleep(interval)
     return ServiceHttp(base, given, eps, tuple(scrapes), err, bool(api_key))

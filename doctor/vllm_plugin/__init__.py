@@ -112,6 +112,24 @@ def _vllm_version() -> str | None:
 
 
 # -- V1 -----------------------------------------------------------------------------------
+def missing_v1_layout(sched: Any) -> list[str]:
+    """What a V1 scheduler lacks of the layout the audit relies on (vLLM 0.9 … 0.32:
+    vllm/v1/core/sched/scheduler.py, kv_cache_manager.py, block_pool.py): every free goes
+    through ``kv_cache_manager.free`` (or ``pop_blocks_for_free``) back to
+    ``kv_cache_manager.block_pool``. A version that moved any of them may free blocks in a way
+    the audit cannot see (a false duplicate), so the audit turns itself off instead."""
+    out: list[str] = []
+    km = getattr(sched, "kv_cache_manager", None)
+    if km is None:
+        return ["Scheduler.kv_cache_manager"]
+    for attr in ("free", "get_block_ids"):
+        if not callable(getattr(km, attr, None)):
+            out.append(f"KVCacheManager.{attr}()")
+    if getattr(km, "block_pool", None) is None:
+        out.append("KVCacheManager.block_pool")
+    return out
+
+
 def install_v1(sched: Any, st: AuditState) -> Any:
     """Wrap one V1 scheduler instance; returns its recorder (None when it disabled)."""
     from .recorder import StepRecorder
@@ -129,6 +147,12 @@ def install_v1(sched: Any, st: AuditState) -> Any:
         km = sched.kv_cache_manager
     except AttributeError as exc:
         st.disable(f"unexpected V1 scheduler {type(sched).__name__}: {exc}")
+        return None
+    missing = missing_v1_layout(sched)
+    if missing:
+        st.disable(f"vLLM {_vllm_version() or '(version unknown)'}: did not find "
+                   f"{', '.join(missing)} in {type(sched).__module__}.{type(sched).__qualname__}"
+                   " (the V1 layout this audit knows); recording nothing")
         return None
     header = {"engine": "v1", "vllm": _vllm_version(), "pid": os.getpid(),
               "scheduler": f"{type(sched).__module__}.{type(sched).__qualname__}",

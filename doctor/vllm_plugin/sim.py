@@ -136,6 +136,10 @@ class KVCacheManager:
     def __init__(self, sched: "MiniScheduler") -> None:
         self.s = sched
 
+    @property
+    def block_pool(self) -> BlockPool:  # where vLLM's manager keeps its pool (audit's layout check)
+        return self.s.pool
+
     def get_block_ids(self, req_id: str) -> tuple[list[int], ...]:
         return (list(self.s.requests[req_id].blocks),)
 

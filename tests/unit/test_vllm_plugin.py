@@ -40,6 +40,7 @@ def output_011() -> SchedulerOutput:
 class FakeKV:
     def __init__(self) -> None:
         self.freed: list[str] = []
+        self.block_pool = SimpleNamespace(free_blocks=lambda blocks: None)  # vLLM 0.11 has one
 
     def free(self, request) -> None:
         self.freed.append(request.request_id)
@@ -290,3 +291,41 @@ def test_unwritable_audit_file_disables_without_raising(tmp_path, caplog):
         assert sched.schedule() is not None and sched.schedule() is not None
     assert not st.enabled and ("NotADirectory" in st.reason or "Errno" in st.reason)
     assert sum("disabled" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("layout,named", [
+    ({"kv_cache_manager": None}, "Scheduler.kv_cache_manager"),
+    ({"drop": "block_pool"}, "KVCacheManager.block_pool"),
+    ({"drop": "free"}, "KVCacheManager.free()"),
+])
+def test_unknown_vllm_layout_turns_the_audit_off_with_one_line(tmp_path, caplog, monkeypatch,
+                                                                layout, named):
+    """A vLLM whose scheduler moved the KV cache manager / its free / its block pool (a fake
+    module layout of a future version): one log line naming what was not found, no file
+    written, the scheduler untouched; the version comes from ``vllm.__version__``."""
+    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(__version__="0.99.0"))
+    import importlib.metadata as md
+
+    def no_dist(name):
+        raise md.PackageNotFoundError(name)
+
+    monkeypatch.setattr(md, "version", no_dist)
+    sched = FakeScheduler([output_011()])
+    if "kv_cache_manager" in layout:
+        sched.kv_cache_manager = None
+    else:
+        km = FakeKV()
+        if layout["drop"] == "free":
+            km = SimpleNamespace(get_block_ids=km.get_block_ids, block_pool=km.block_pool)
+        else:
+            del km.block_pool
+        sched.kv_cache_manager = km
+    path = tmp_path / "u.jsonl"
+    st = AuditState({"ASCEND_DOCTOR_BLOCK_AUDIT": str(path)})
+    orig = sched.schedule
+    with caplog.at_level(logging.WARNING, logger="vllm.ascend_doctor.block_audit"):
+        assert install_v1(sched, st) is None
+    msgs = [r.getMessage() for r in caplog.records if "block audit" in r.getMessage()]
+    assert len(msgs) == 1 and named in msgs[0] and "vLLM 0.99.0" in msgs[0], msgs
+    assert not st.enabled and not path.exists()
+    assert sched.schedule == orig and sched.schedule() is not None  # untouched, still runs
