@@ -123,9 +123,11 @@ def test_head_dim_log_has_the_root_cause_above_engine_dead():
     assert r.returncode == 0 and "ASC-SVC-002" in r.stdout, r.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="no KB entry matches 'Unsupported CPU attention "
-                   "configuration: head_dim=' and ASC-SVC-002 (EngineDeadError) does not quote "
-                   "the cause above it; knowledge/ is not this change's (reported to the lead)")
 def test_head_dim_triage_quotes_the_root_cause_line():
+    """EngineDeadError says "See stack trace (above)": triage quotes the worker's error above
+    it, before the EngineDeadError line itself."""
     r = run_cli("triage", str(HEAD_DIM))
-    assert "Unsupported CPU attention configuration: head_dim=8" in r.stdout, r.stdout
+    out = r.stdout
+    assert out.splitlines()[0].startswith("1. ASC-SVC-002"), out
+    cause = out.find("RuntimeError: Unsupported CPU attention configuration: head_dim=8")
+    assert cause != -1 and cause < out.find("EngineDeadError: EngineCore encountered"), out
