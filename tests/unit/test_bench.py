@@ -48,7 +48,8 @@ def test_importtime_parse_and_table():
     assert "| — |" in lines[3] and "peer skipped" in lines[3]
 
 
-def test_report_bench_rows_say_what_they_measure():
+def test_report_bench_rows_say_what_they_measure(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")  # the bench sets it for itself; not for later tests
     rows = _load("bench_report").run(quick=True)
     assert [r["name"] for r in rows][0].startswith("text report of the demo")
     assert all(r["note"].startswith("absolute: ") and r["peer_s"] for r in rows)
