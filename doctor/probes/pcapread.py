@@ -261,25 +261,30 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
     etpos, l3off = _FAST_L3.get(linktype, (0, 0))
     any_port = not fast_ports
     svc = fast_ports or frozenset()
+    data, pos = buf.data, buf.pos  # pos stays local; buf.pos is synced around need()
     try:
         while True:
-            data, pos = buf.data, buf.pos
             if len(data) - pos < 16:
-                if not buf.need(16):
+                buf.pos = pos
+                ok = buf.need(16)
+                data, pos = buf.data, buf.pos
+                if not ok:
                     if buf.left():
                         raise CaptureError(buf.offset, f"truncated record header after {n} packets")
                     return
-                data, pos = buf.data, buf.pos
             caplen, origlen = lens(data, pos + 8)
             if caplen > limit or caplen > origlen:
+                buf.pos = pos
                 raise CaptureError(buf.offset, f"corrupt record header (captured length {caplen} "
                                    f"> {min(limit, origlen)}) after {n} packets")
             end = pos + 16 + caplen
             if end > len(data):
-                if not buf.need(16 + caplen):
+                buf.pos = pos
+                ok = buf.need(16 + caplen)
+                data, pos = buf.data, buf.pos
+                if not ok:
                     raise CaptureError(buf.offset, f"truncated packet record ({caplen} bytes "
                                        f"announced, {buf.left() - 16} present) after {n} packets")
-                data, pos = buf.data, buf.pos
                 end = pos + 16 + caplen
             if fast:
                 o = pos + 16 + l3off
@@ -301,14 +306,14 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
                     elif et in (0x8100, 0x88A8):
                         proto = -1  # VLAN: full path
                     else:
-                        buf.pos = end
+                        pos = end
                         n += 1
                         continue  # not IP: keep() returns None
                     if proto == 17:
                         if l4 + 4 <= end:
                             if (data[l4] != 0 or data[l4 + 1] != 53) and (
                                     data[l4 + 2] != 0 or data[l4 + 3] != 53):
-                                buf.pos = end
+                                pos = end
                                 n += 1
                                 continue
                     elif proto == 6:
@@ -317,22 +322,23 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
                                     and (data[l4 + 2] != 0 or data[l4 + 3] != 53)
                                     and (data[l4 + 13] & 0x12 != 0x02 or not (
                                         any_port or ((data[l4 + 2] << 8) | data[l4 + 3]) in svc))):
-                                buf.pos = end
+                                pos = end
                                 n += 1
                                 continue
                     elif proto >= 0:
-                        buf.pos = end
+                        pos = end
                         n += 1
                         continue  # ICMP, SCTP, ...: keep() returns None
             frame = data[pos + 16:end]
-            buf.pos = end
-            n += 1
             sec, frac = rec(data, pos)
+            pos = end
+            n += 1
             p = keep(frame, 0, linktype, sec + frac * unit)
             if p is not None:
                 kept += 1
                 yield p
     finally:
+        buf.pos = pos
         stats.records += n
         stats.kept += kept
         stats.bytes = buf.offset
