@@ -261,6 +261,9 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
     etpos, l3off = _FAST_L3.get(linktype, (0, 0))
     any_port = not fast_ports
     svc = fast_ports or frozenset()
+    # ethertype, IPv4 version/IHL, fragment field, protocol, ports, TCP flags at fixed offsets
+    hot = (struct.Struct(f">{etpos}xH{l3off - etpos - 2}xB5xHxB10xHH9xB").unpack_from
+           if fast and etpos >= 0 else None)
     data, pos = buf.data, buf.pos  # pos stays local; buf.pos is synced around need()
     try:
         while True:
@@ -288,7 +291,18 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
                 end = pos + 16 + caplen
             if fast:
                 o = pos + 16 + l3off
-                if o + 20 <= end:  # shorter frames take the full path
+                if hot is not None and o + 34 <= end:
+                    # the common case in one unpack: IPv4 without options, UDP/TCP ports
+                    et, vihl, frag, proto, sp, dp, flags = hot(data, pos + 16)
+                    if et == 0x0800 and vihl == 0x45 and not frag & 0x1FFF:
+                        if proto != 17 and proto != 6 or (sp != 53 and dp != 53 and (
+                                proto == 17 or flags & 0x12 != 0x02
+                                or not (any_port or dp in svc))):
+                            pos = end
+                            n += 1
+                            continue
+                        o = -1  # a candidate: straight to the full path
+                if 0 <= o and o + 20 <= end:  # shorter frames take the full path
                     if etpos < 0:
                         v = data[o] >> 4
                         et = 0x0800 if v == 4 else 0x86DD if v == 6 else 0
