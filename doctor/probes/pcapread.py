@@ -261,8 +261,8 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
     etpos, l3off = _FAST_L3.get(linktype, (0, 0))
     any_port = not fast_ports
     svc = fast_ports or frozenset()
-    # ethertype, IPv4 version/IHL, fragment field, protocol, ports, TCP flags at fixed offsets
-    hot = (struct.Struct(f">{etpos}xH{l3off - etpos - 2}xB5xHxB10xHH9xB").unpack_from
+    # ethertype, IPv4 version/IHL, total length, fragment field, protocol, ports, TCP flags
+    hot = (struct.Struct(f">{etpos}xH{l3off - etpos - 2}xBxH2xHxB10xHH9xB").unpack_from
            if fast and etpos >= 0 else None)
     data, pos = buf.data, buf.pos  # pos stays local; buf.pos is synced around need()
     try:
@@ -293,7 +293,7 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
                 o = pos + 16 + l3off
                 if hot is not None and o + 34 <= end:
                     # the common case in one unpack: IPv4 without options, UDP/TCP ports
-                    et, vihl, frag, proto, sp, dp, flags = hot(data, pos + 16)
+                    et, vihl, total, frag, proto, sp, dp, flags = hot(data, pos + 16)
                     if et == 0x0800 and vihl == 0x45 and not frag & 0x1FFF:
                         if proto != 17 and proto != 6 or (sp != 53 and dp != 53 and (
                                 proto == 17 or flags & 0x12 != 0x02
@@ -301,7 +301,27 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
                             pos = end
                             n += 1
                             continue
-                        o = -1  # a candidate: straight to the full path
+                        # UDP DNS and SYNs built here as keep()'s l3 would build them
+                        ipend = (end if end < o + total else o + total) if total >= 20 else end
+                        if proto == 17:
+                            sec, frac = rec(data, pos)
+                            pos = end
+                            n += 1
+                            if ipend >= o + 28:
+                                kept += 1
+                                yield Packet(sec + frac * unit, KIND_DNS_UDP, data[o + 12:o + 16],
+                                             data[o + 16:o + 20], sp, dp, data[o + 28:ipend])
+                            continue
+                        if sp != 53 and dp != 53:  # a SYN to a service port
+                            sec, frac = rec(data, pos)
+                            pos = end
+                            n += 1
+                            if ipend >= o + 40:
+                                kept += 1
+                                yield Packet(sec + frac * unit, KIND_SYN, data[o + 12:o + 16],
+                                             data[o + 16:o + 20], sp, dp, b"")
+                            continue
+                        o = -1  # DNS over TCP: straight to the full path
                 if 0 <= o and o + 20 <= end:  # shorter frames take the full path
                     if etpos < 0:
                         v = data[o] >> 4

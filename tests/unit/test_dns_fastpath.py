@@ -103,6 +103,15 @@ def mixed_frames(rng: random.Random, count: int) -> list[bytes]:
                                                                   for _ in range(20))))))
             big = dns(qid, name) + bytes(600)  # over the cache's size limit
             out.append(eth(ip4(c, RESOLVER, 17, udp(sp, 53, big))))
+        elif r < 0.55:  # Ethernet padding after a short IP packet; IP total lengths that lie
+            f = eth(ip4(c, SERVICE, 6, tcp(sp, 8000, 0x02)))
+            out.append(f + bytes(8))  # padded to 62 bytes: the padding is no TCP data
+            q = ip4(c, RESOLVER, 17, udp(sp, 53, dns(qid, name)))
+            out.append(eth(q) + b"\xee" * 10)  # padding must not reach the DNS payload
+            for total in (0, 19, 20, 27, 28, 30, 39, 40, 2000):
+                lie = bytearray(q if rng.random() < 0.5 else ip4(c, SERVICE, 6, tcp(sp, 8000, 2)))
+                struct.pack_into(">H", lie, 2, total)
+                out.append(eth(bytes(lie)))
         else:  # the bulk: a request on a kept-alive connection
             out.append(eth(ip4(c, SERVICE, 6, tcp(sp, 8000, 0x18, b"POST / HTTP/1.1\r\n" * 4))))
             out.append(eth(ip4(SERVICE, c, 6, tcp(8000, sp, 0x10))))
@@ -206,11 +215,14 @@ def test_pre_filter_drops_non_dns_records_without_calling_the_filter(monkeypatch
 
     monkeypatch.setattr(pcapread, "make_filter", counting)
     c = CLIENTS[0]
+    msg = dns(1, NAMES[0])
     bulk = [eth(ip4(c, SERVICE, 6, tcp(40000, 8000, 0x18, b"x" * 100)))] * 1000
-    bulk += [eth(ip4(c, RESOLVER, 17, udp(40000, 53, dns(1, NAMES[0]))))]
+    bulk += [eth(ip4(c, RESOLVER, 17, udp(40000, 53, msg)))]  # built inline
+    bulk += [eth(ip4(c, SERVICE, 6, tcp(40001, 8000, 0x02)))]  # built inline
+    bulk += [eth(ip4(c, RESOLVER, 6, tcp(40002, 53, 0x18, struct.pack(">H", len(msg)) + msg)))]
     bulk += [eth(b"\0" * 28, 0x0806)] * 100
     pk = list(iter_packets(io.BytesIO(pcap(bulk)), frozenset({8000})))
-    assert len(pk) == 1 and len(calls) == 1
+    assert [p.kind for p in pk] == [0, 2, 1] and len(calls) == 1  # only DNS over TCP
     calls.clear()
-    assert len(list(iter_packets(io.BytesIO(pcap(bulk)), frozenset({8000}), fast=False))) == 1
+    assert len(list(iter_packets(io.BytesIO(pcap(bulk)), frozenset({8000}), fast=False))) == 3
     assert len(calls) == len(bulk)
