@@ -203,8 +203,13 @@ PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 
 
 def iter_packets(stream: BinaryIO, service_ports: frozenset[int] = frozenset(),
-                 stats: CaptureStats | None = None) -> Iterator[Packet]:
-    """Yield the DNS packets and SYNs of a pcap or pcapng stream, in file order."""
+                 stats: CaptureStats | None = None, fast: bool = True) -> Iterator[Packet]:
+    """Yield the DNS packets and SYNs of a pcap or pcapng stream, in file order.
+
+    ``fast`` (the default) lets the pcap loop drop records that cannot be DNS or a kept
+    SYN with a few byte compares on the read buffer; ``fast=False`` runs every record
+    through the full filter (kept so tests can compare the two on the same input).
+    """
     stats = stats if stats is not None else CaptureStats()
     buf = _Buf(stream)
     if not buf.need(4):
@@ -213,7 +218,7 @@ def iter_packets(stream: BinaryIO, service_ports: frozenset[int] = frozenset(),
     keep = make_filter(frozenset(service_ports))
     if magic in PCAP_MAGICS:
         stats.format = "pcap"
-        yield from _pcap(buf, magic, keep, stats)
+        yield from _pcap(buf, magic, keep, stats, frozenset(service_ports) if fast else None)
     elif magic == PCAPNG_SHB:
         stats.format = "pcapng"
         yield from _pcapng(buf, keep, stats)
@@ -221,7 +226,23 @@ def iter_packets(stream: BinaryIO, service_ports: frozenset[int] = frozenset(),
         raise CaptureError(0, f"not a pcap or pcapng file (magic {magic.hex()})")
 
 
-def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats) -> Iterator[Packet]:
+# Where the fast pre-filter finds the network header: link type -> (offset of the
+# ethertype, offset of the IP header); ethertype offset -1 means "IP version nibble".
+_FAST_L3 = {LT_ETHERNET: (12, 14), LT_SLL: (14, 16), LT_SLL2: (0, 20), LT_RAW: (-1, 0),
+            LT_IPV4: (-1, 0), LT_IPV6: (-1, 0), **{lt: (-1, 0) for lt in LT_RAW_ALIASES}}
+
+
+def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
+          fast_ports: frozenset[int] | None = None) -> Iterator[Packet]:
+    """The records of a classic pcap file.
+
+    With ``fast_ports`` (the service ports; empty: any), a record is dropped on the raw
+    buffer, before any slice or call, when its bytes prove ``keep`` would return None:
+    a non-IP ethertype, an IP protocol other than UDP/TCP, UDP without port 53, or TCP
+    without port 53 that is no SYN to a service port. Anything else (VLAN tags, IPv4
+    options, fragments, IPv6 extension headers, short frames, port 53) goes through
+    ``keep`` unchanged, so the packets yielded are the same as without the pre-filter.
+    """
     endian, unit = PCAP_MAGICS[magic]
     if not buf.need(24):
         raise CaptureError(buf.offset, "truncated global header")
@@ -232,37 +253,126 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats) -> Iterator[Packet
         raise CaptureError(20, f"unsupported link type {linktype}")
     buf.pos += 24
     limit = MAX_CAPLEN
-    rec = struct.Struct(endian + "IIII").unpack_from
+    rec = struct.Struct(endian + "II").unpack_from  # seconds, fraction
+    lens = struct.Struct(endian + "II").unpack_from  # captured, original length
     n = 0
     kept = 0
+    fast = fast_ports is not None and linktype in _FAST_L3
+    etpos, l3off = _FAST_L3.get(linktype, (0, 0))
+    any_port = not fast_ports
+    svc = fast_ports or frozenset()
+    # ethertype, IPv4 version/IHL, total length, fragment field, protocol, ports, TCP flags
+    hot = (struct.Struct(f">{etpos}xH{l3off - etpos - 2}xBxH2xHxB10xHH9xB").unpack_from
+           if fast and etpos >= 0 else None)
+    data, pos = buf.data, buf.pos  # pos stays local; buf.pos is synced around need()
     try:
         while True:
-            data, pos = buf.data, buf.pos
             if len(data) - pos < 16:
-                if not buf.need(16):
+                buf.pos = pos
+                ok = buf.need(16)
+                data, pos = buf.data, buf.pos
+                if not ok:
                     if buf.left():
                         raise CaptureError(buf.offset, f"truncated record header after {n} packets")
                     return
-                data, pos = buf.data, buf.pos
-            sec, frac, caplen, origlen = rec(data, pos)
+            caplen, origlen = lens(data, pos + 8)
             if caplen > limit or caplen > origlen:
+                buf.pos = pos
                 raise CaptureError(buf.offset, f"corrupt record header (captured length {caplen} "
                                    f"> {min(limit, origlen)}) after {n} packets")
             end = pos + 16 + caplen
             if end > len(data):
-                if not buf.need(16 + caplen):
+                buf.pos = pos
+                ok = buf.need(16 + caplen)
+                data, pos = buf.data, buf.pos
+                if not ok:
                     raise CaptureError(buf.offset, f"truncated packet record ({caplen} bytes "
                                        f"announced, {buf.left() - 16} present) after {n} packets")
-                data, pos = buf.data, buf.pos
                 end = pos + 16 + caplen
+            if fast:
+                o = pos + 16 + l3off
+                if hot is not None and o + 34 <= end:
+                    # the common case in one unpack: IPv4 without options, UDP/TCP ports
+                    et, vihl, total, frag, proto, sp, dp, flags = hot(data, pos + 16)
+                    if et == 0x0800 and vihl == 0x45 and not frag & 0x1FFF:
+                        if proto != 17 and proto != 6 or (sp != 53 and dp != 53 and (
+                                proto == 17 or flags & 0x12 != 0x02
+                                or not (any_port or dp in svc))):
+                            pos = end
+                            n += 1
+                            continue
+                        # UDP DNS and SYNs built here as keep()'s l3 would build them
+                        ipend = (end if end < o + total else o + total) if total >= 20 else end
+                        if proto == 17:
+                            sec, frac = rec(data, pos)
+                            pos = end
+                            n += 1
+                            if ipend >= o + 28:
+                                kept += 1
+                                yield Packet(sec + frac * unit, KIND_DNS_UDP, data[o + 12:o + 16],
+                                             data[o + 16:o + 20], sp, dp, data[o + 28:ipend])
+                            continue
+                        if sp != 53 and dp != 53:  # a SYN to a service port
+                            sec, frac = rec(data, pos)
+                            pos = end
+                            n += 1
+                            if ipend >= o + 40:
+                                kept += 1
+                                yield Packet(sec + frac * unit, KIND_SYN, data[o + 12:o + 16],
+                                             data[o + 16:o + 20], sp, dp, b"")
+                            continue
+                        o = -1  # DNS over TCP: straight to the full path
+                if 0 <= o and o + 20 <= end:  # shorter frames take the full path
+                    if etpos < 0:
+                        v = data[o] >> 4
+                        et = 0x0800 if v == 4 else 0x86DD if v == 6 else 0
+                    else:
+                        et = (data[pos + 16 + etpos] << 8) | data[pos + 17 + etpos]
+                    if et == 0x0800:
+                        if data[o] == 0x45 and not (data[o + 6] & 0x1F or data[o + 7]):
+                            proto, l4 = data[o + 9], o + 20
+                        else:
+                            proto = l4 = -1  # options or a fragment: full path
+                    elif et == 0x86DD:
+                        proto, l4 = data[o + 6], o + 40
+                        if proto in (0, 43, 60):
+                            proto = -1  # extension headers: full path
+                    elif et in (0x8100, 0x88A8):
+                        proto = -1  # VLAN: full path
+                    else:
+                        pos = end
+                        n += 1
+                        continue  # not IP: keep() returns None
+                    if proto == 17:
+                        if l4 + 4 <= end:
+                            if (data[l4] != 0 or data[l4 + 1] != 53) and (
+                                    data[l4 + 2] != 0 or data[l4 + 3] != 53):
+                                pos = end
+                                n += 1
+                                continue
+                    elif proto == 6:
+                        if l4 + 14 <= end:
+                            if ((data[l4] != 0 or data[l4 + 1] != 53)
+                                    and (data[l4 + 2] != 0 or data[l4 + 3] != 53)
+                                    and (data[l4 + 13] & 0x12 != 0x02 or not (
+                                        any_port or ((data[l4 + 2] << 8) | data[l4 + 3]) in svc))):
+                                pos = end
+                                n += 1
+                                continue
+                    elif proto >= 0:
+                        pos = end
+                        n += 1
+                        continue  # ICMP, SCTP, ...: keep() returns None
             frame = data[pos + 16:end]
-            buf.pos = end
+            sec, frac = rec(data, pos)
+            pos = end
             n += 1
             p = keep(frame, 0, linktype, sec + frac * unit)
             if p is not None:
                 kept += 1
                 yield p
     finally:
+        buf.pos = pos
         stats.records += n
         stats.kept += kept
         stats.bytes = buf.offset
