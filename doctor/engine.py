@@ -20,7 +20,7 @@ from .cancel import Cancelled, CancelToken, bound
 from .errors import ParseError, SourceError, SourceMissing
 from .facts import FactFailed, FactStore
 from .host import Host
-from .model import CheckResult, Finding, Report, Status
+from .model import CheckResult, Finding, Report
 from .options import RunOptions
 from .registry import CheckSpec, Registry
 

@@ -70,7 +70,7 @@ def _dist_infos(root: str, out: bytes) -> int:
         site = p.get("location") or "/usr/local/lib/python3/site-packages"
         d = f"{site}/{p['name'].replace('-', '_')}-{p['version']}.dist-info"
         confine.make_dir(root, d)
-        meta = [f"Metadata-Version: 2.1", f"Name: {p['name']}", f"Version: {p['version']}"]
+        meta = ["Metadata-Version: 2.1", f"Name: {p['name']}", f"Version: {p['version']}"]
         if p.get("requires_python"):
             meta.append(f"Requires-Python: {p['requires_python']}")
         meta += [f"Requires-Dist: {r}" for r in p.get("requires", [])]

@@ -6,8 +6,6 @@ Run ``python -m tests.torchenv`` to build it ahead of a test session.
 
 from __future__ import annotations
 
-import glob
-import os
 import shutil
 import subprocess
 import sys
