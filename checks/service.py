@@ -103,7 +103,7 @@ def _health_one(http: ServiceHttp) -> Iterator[Finding]:
             served = [{"id": c.get("id"), "root": c.get("root"),
                        "max_model_len": c.get("max_model_len")} for c in cards]
             yield Finding.passed(T("serves {models}", models=", ".join(
-                                     str(c["id"]) for c in served) or "no model"),
+                                     str(c["id"]) for c in served) or T("no model")),
                                  subject=_subject(http), evidence={"models": served})
         elif models.error or models.status != 200:
             yield Finding.warn(T("{what}", what=models.describe()) if models.error else
@@ -135,7 +135,7 @@ def _version_one(http: ServiceHttp, pkgs: Packages | None) -> Iterator[Finding]:
     if served is None:
         ep = http.endpoints.get("/version")
         yield Finding.warn(T("/version gave no version ({what})",
-                             what=ep.describe() if ep else "not asked"),
+                             what=ep.describe() if ep else T("not asked")),
                            subject=_subject(http), kb="ASC-SVC-006")
         return
     va = pkgs.version("vllm-ascend") if pkgs else None
@@ -176,11 +176,12 @@ def _p99(http: ServiceHttp, base: str) -> tuple[float | None, str, float]:
     delta = bucket_delta(last.buckets(base), first.buckets(base))
     n = max(delta.values(), default=0.0)
     if n > 0 and len(http.scrapes) > 1:
-        return histogram_quantile(0.99, delta), f"over the {http.interval_s:.1f} s scrape interval", n
+        return (histogram_quantile(0.99, delta),
+                T("over the {s:.1f} s scrape interval", s=http.interval_s), n)
     cum = last.buckets(base)
     n = max(cum.values(), default=0.0)
-    return histogram_quantile(0.99, cum), "since the server started (no requests finished "\
-        "between the scrapes)", n
+    return (histogram_quantile(0.99, cum),
+            T("since the server started (no requests finished between the scrapes)"), n)
 
 
 @check("service.metrics", title="KV cache, preemptions, queue depth and latency from /metrics",
@@ -258,7 +259,7 @@ def _metrics_one(http: ServiceHttp) -> Iterator[Finding]:
                              running=running or 0), subject=subj, evidence=ev,
                            kb="ASC-SVC-008", cause="service.queue-deep")  # = logs' QUEUE_DEEP
     for base, limit, label in (("vllm:time_to_first_token_seconds", TTFT_P99_WARN_S, "TTFT"),
-                               ("vllm:e2e_request_latency_seconds", E2E_P99_WARN_S, "e2e latency")):
+                               ("vllm:e2e_request_latency_seconds", E2E_P99_WARN_S, T("e2e latency"))):
         if not last.named(base + "_bucket"):
             continue
         q, window, n = _p99(http, base)
@@ -279,7 +280,7 @@ def _metrics_one(http: ServiceHttp) -> Iterator[Finding]:
     if not bad:
         yield Finding.passed(
             T("KV cache {kv}, {waiting:.0f} waiting, {running:.0f} running, no preemption in "
-              "{dt:.1f} s", kv=("%.0f %%" % (kv * 100)) if kv is not None else "n/a",
+              "{dt:.1f} s", kv=("%.0f %%" % (kv * 100)) if kv is not None else T("n/a"),
               waiting=waiting or 0, running=running or 0, dt=http.interval_s),
             subject=subj, evidence=ev)
 
