@@ -76,3 +76,43 @@ def test_export_root_reports_in_chinese(tmp_path):
     (busy / "x").write_text("x")
     r = run_cli("export-root", str(busy), env=ZH)
     assert r.returncode == 2 and f"{busy} 不是空目录" in r.stderr, r.stderr
+
+
+def test_fleet_and_diff_label_in_chinese(tmp_path):
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    r = run_cli("demo", "--export", str(bundles / "node1.tar.gz"), env=EN)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("fleet", str(bundles), env=ZH)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "集群：读取了 1 个节点"
+    assert lines[1] == "结果分组（1 组；失败检查相同的节点为一组）："
+    assert lines[2].startswith("  A: 1 个节点，多数：node1")
+    assert "所有节点的结果相同" in lines
+    one = str(bundles / "node1.tar.gz")
+    r = run_cli("diff", one, one, env=ZH)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == ("检查结果、版本、ld.so.conf、npu-smi、启动参数、sysctl "
+                                         "和环境变量均无差异")
+    en = run_cli("diff", one, one, env=EN)
+    assert en.stdout.splitlines()[-1] == ("no differences in check results, versions, "
+                                          "ld.so.conf, npu-smi, launch flags, sysctls or "
+                                          "environment")
+    (tmp_path / "empty").mkdir()
+    r = run_cli("fleet", str(tmp_path / "empty"), env=ZH)
+    assert r.returncode == 2 and "中没有诊断包（*.tar.gz、*.tgz、*.tar）" in r.stderr, r.stderr
+
+
+def test_triage_kb_and_exporter_messages_in_chinese(tmp_path):
+    log = tmp_path / "rank0.log"
+    log.write_text("RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB\n")
+    r = run_cli("triage", str(log), env=ZH)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"（得分 [0-9.]+）$", r.stdout.splitlines()[0]), r.stdout
+    assert "     第 1 行：“RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB”" in r.stdout
+    assert "     详情：ascend-doctor explain " in r.stdout
+    r = run_cli("explain", "no-such-entry-at-all", env=ZH)
+    assert r.returncode == 2 and "知识库中没有条目 'no-such-entry-at-all'" in r.stderr, r.stderr
+    r = run_cli("exporter", "--demo", "--interval", "0", env=ZH)
+    assert r.returncode == 2 and "--interval 0：必须大于 0 秒" in r.stderr, r.stderr
