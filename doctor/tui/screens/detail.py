@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Markdown, Pretty, Static
 
-from ...i18n import tr
+from ...i18n import N_, tr
 from ...model import Finding
 from ..state import CheckRow
 from ..widgets.render import status_piece
@@ -49,7 +49,7 @@ def kb_markdown(finding: Finding, lang: str) -> str:
 
 
 class DetailScreen(Screen):
-    BINDING_GROUP_TITLE = "Finding"
+    BINDING_GROUP_TITLE = N_("Finding")
     BINDINGS = [
         Binding("escape", "app.back", "Back", id="back", tooltip="Back to the dashboard"),
         Binding("f", "app.fix", "Fix", id="detail-fix",
