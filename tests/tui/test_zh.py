@@ -28,6 +28,8 @@ async def test_findings_and_detail_speak_the_run_language():
                        bool(app.screen.query("#d-message")))
         detail = " ".join(plain(app).split())
         assert "ld.so.conf 中昇腾驱动库排在最前" in detail
+        assert "严重程度 高" in detail and "知识库" in detail and "证据" in detail, detail[-1500:]
+        assert "Knowledge base" not in detail and "severity" not in detail
 
 
 async def test_english_is_unchanged():
