@@ -183,15 +183,16 @@ def cache_fresh(conf: LdSoConf, cache: LdCache | None, gaps: CacheGaps | None,
         unreadable = {f.path for f in conf.files if f.mode is not None and not f.mode & 0o004}
         origins = {o.rsplit(":", 1)[0] for _, o in lacking}
         more = " …" if len(lacking) > MAX_STALE_SHOWN else ""
+        args = {"cache": LDCACHE, "entries": len(cache.entries), "format": cache.format,
+                "n": len(lacking), "shown": shown, "more": more, "origin": lacking[0][1]}
+        # two literal templates (one per English plural), so extraction sees both
         yield Finding.fail(
             T("{cache} ({entries} entries, {format} format) lacks {n} library present in "
               "configured directories: {shown}{more} (first configured at {origin}): the cache "
-              "is stale, run ldconfig" if len(lacking) == 1 else
-              "{cache} ({entries} entries, {format} format) lacks {n} libraries present in "
+              "is stale, run ldconfig", **args) if len(lacking) == 1 else
+            T("{cache} ({entries} entries, {format} format) lacks {n} libraries present in "
               "configured directories: {shown}{more} (first configured at {origin}): the cache "
-              "is stale, run ldconfig", cache=LDCACHE, entries=len(cache.entries),
-              format=cache.format, n=len(lacking), shown=shown, more=more,
-              origin=lacking[0][1]),
+              "is stale, run ldconfig", **args),
             subject=LDCACHE, evidence={"lacking": [p for p, _ in lacking]},
             kb="ASC-LIB-005", fix="ldconf.ascend-conf", fix_params={"ldconfig": True},
             cause=STALE_CACHE, explained_by=[unread_key(p) for p in sorted(origins & unreadable)])

@@ -42,7 +42,13 @@ def _short(path: str, n: int = 3) -> str:
 
 
 def _libraries(n: int) -> str:
-    return "library" if n == 1 else "libraries"
+    return T("library") if n == 1 else T("libraries")
+
+
+def _ascend_libraries(n: int) -> str:
+    """"Ascend library"/"Ascend libraries" as one message, so a translation can put its
+    measure word before the name ("个 Ascend 库")."""
+    return T("Ascend library") if n == 1 else T("Ascend libraries")
 
 
 def _tried_text(r: Resolution) -> str:
@@ -113,7 +119,8 @@ def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env:
     first = rs[0]
     needers = [r.needed_by for r in rs]
     shown = [_short(n) for n in dict.fromkeys(needers)]
-    who = ", ".join(shown[:4]) + (f" (and {len(shown) - 4} more)" if len(shown) > 4 else "")
+    who = (T("{first} (and {n} more)", first=", ".join(shown[:4]), n=len(shown) - 4)
+           if len(shown) > 4 else ", ".join(shown))
     tried = set(first.tried_dirs)
     elsewhere = sorted((p for p in index.where(name) if posixpath.dirname(p) not in tried),
                        key=lambda p: ("/latest/" not in p and "/Ascend/cann/" not in p, p))
@@ -127,8 +134,8 @@ def _unresolved_finding(name: str, rs: list[Resolution], lr: LibResolution, env:
             subject=name, evidence=evidence, kb="ASC-LIB-012")
     # every "not found" message starts with the same words: name, needers, the search order
     a = {"name": name, "who": who, "tried": _tried_text(first),
-         "skipped": (f"; skipped {len(first.skipped)} of the wrong class/machine "
-                     f"({first.skipped[0]})" if first.skipped else "")}
+         "skipped": (T("; skipped {n} of the wrong class/machine ({first})",
+                       n=len(first.skipped), first=first.skipped[0]) if first.skipped else "")}
     if elsewhere:
         d = posixpath.dirname(elsewhere[0])
         a.update(found=elsewhere[0], dir=d, env_source=lr.env_source)
@@ -215,8 +222,8 @@ def cann_version(lr: LibResolution, active: ActiveToolkit) -> Iterator[Finding]:
             kb="ASC-LIB-008", fix="service.env",
             fix_params={"stale_dir": vd, "active": sorted(want)})
     if not off:
-        yield Finding.passed(T("{n} Ascend {libs} resolve inside the active toolkit ({links})",
-                               n=total, libs=_libraries(total), links=links) if total else
+        yield Finding.passed(T("{n} {libs} resolve inside the active toolkit ({links})",
+                               n=total, libs=_ascend_libraries(total), links=links) if total else
                              T("no library resolves into a CANN version directory ({links})",
                                links=links),
                              evidence={"active": active.links})
@@ -253,6 +260,6 @@ def maps(lr: LibResolution, mapped: MappedLibs) -> Iterator[Finding]:
                 evidence={"mapped": path, "static": r.real or r.path}, kb="ASC-LIB-008")
     if not diffs:
         yield Finding.passed(
-            T("pid {pid} maps {n} Ascend {libs}, all where the static resolution puts them",
-              pid=mapped.pid, n=len(ascend_live), libs=_libraries(len(ascend_live))),
+            T("pid {pid} maps {n} {libs}, all where the static resolution puts them",
+              pid=mapped.pid, n=len(ascend_live), libs=_ascend_libraries(len(ascend_live))),
             evidence={"mapped": ascend_live})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ascend_doctor.i18n import T
+from ascend_doctor.i18n import T, Texts
 from ascend_doctor.model import Category, Finding, Severity
 from ascend_doctor.probes.logmatch import (CHUNK, LogFileMatches, LogMatches, match_file,
                                            match_numbered, match_stream)
@@ -57,7 +57,7 @@ def _file_findings(fm: LogFileMatches) -> Iterator[Finding]:
         yield Finding.make(
             status_for(sev),
             T("{path}: {count} line(s) match {entry} ({title}); first at line {line}: {text}",
-              path=lf.path, count=m.count, entry=e.id, title=e.text("title"), line=first_no,
+              path=lf.path, count=m.count, entry=e.id, title=Texts(e.title), line=first_no,
               text=redact_text(first.strip())[:160]),
             severity=sev, subject=lf.path,
             evidence={"path": lf.path, "origin": lf.origin, "entry": e.id,
@@ -86,7 +86,7 @@ def _file_findings(fm: LogFileMatches) -> Iterator[Finding]:
                                  "waiting, KV cache {kv} %", **args),
                                subject=lf.path, evidence=ev)
     if not fm.matches:
-        tail = " (last 256 MiB)" if lf.size and lf.size > TAIL_BYTES else ""
+        tail = T(" (last 256 MiB)") if lf.size and lf.size > TAIL_BYTES else ""
         yield Finding.passed(T("{path}: {lines} lines{tail}, no known signature", path=lf.path,
                                lines=fm.lines, tail=tail),
                              subject=lf.path, evidence={"path": lf.path, "lines": fm.lines})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from ascend_doctor.i18n import T
+from ascend_doctor.i18n import N_, T, join
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.devices import ContainerInfo
 from ascend_doctor.probes.kbfact import Knowledge
@@ -90,7 +90,7 @@ def health(smi: NpuSmi) -> Iterator[Finding]:
     yield from _with_table(smi, _health)
 
 
-HEALTH_WORDS = {1: "minor fault", 2: "major fault", 3: "critical fault"}
+HEALTH_WORDS = {1: N_("minor fault"), 2: N_("major fault"), 3: N_("critical fault")}
 
 
 def _health(smi: NpuSmi) -> Iterator[Finding]:
@@ -101,17 +101,17 @@ def _health(smi: NpuSmi) -> Iterator[Finding]:
         words += kv_get(detail.pairs, "Health Status") if detail else []
         worst = max(words, key=lambda w: HEALTH_RANK.get(w, 2))
         codes = [c for c in (kv_get(detail.pairs, "Error Code") if detail else []) if c != "NA"]
-        subject = f"NPU {chip.npu} chip {chip.chip}"
+        subject = T("NPU {npu} chip {chip}", npu=chip.npu, chip=chip.chip)
         rank = HEALTH_RANK.get(worst, 2)
         if rank == 0:
             continue
         bad += 1
         ev = {"table": chip.health, "detail": words[1:], "error_codes": codes}
-        what = ("device absent or not started" if worst == "UNKNOWN"
-                else HEALTH_WORDS.get(rank, "critical fault"))
+        what = (T("device absent or not started") if worst == "UNKNOWN"
+                else T(HEALTH_WORDS.get(rank, "critical fault")))
         msg = T("{subject} ({name}, {bus}) health {worst}{codes} ({what})", subject=subject,
                 name=chip.name, bus=chip.bus_id, worst=worst, what=what,
-                codes=f", error code {', '.join(codes)}" if codes else "")
+                codes=T(", error code {codes}", codes=", ".join(codes)) if codes else "")
         make = Finding.warn if rank == 1 else Finding.fail
         yield make(msg, subject=subject, evidence=ev, kb="ASC-NPU-001")
     for npu, sub in sorted(smi.health.items()):
@@ -140,7 +140,7 @@ def _temperature(smi: NpuSmi) -> Iterator[Finding]:
     for c in smi.info.chips:
         if c.temp_c is None:
             continue
-        subject = f"NPU {c.npu} chip {c.chip}"
+        subject = T("NPU {npu} chip {chip}", npu=c.npu, chip=c.chip)
         if c.temp_c >= TEMP_FAIL_C:
             bad += 1
             yield Finding.fail(T("{subject} is at {t} °C (≥ {limit} °C: the chip throttles; check "
@@ -287,8 +287,9 @@ def _processes(smi: NpuSmi, table: ProcessTable, container: ContainerInfo | None
                            evidence={"pids": [p.pid for p in mine]})
     if ghosts:
         total = sum(p.mem_mb for p in ghosts)
-        where = "; ".join(f"NPU {p.npu} chip {p.chip}: {p.mem_mb} MB held by pid {p.pid} ({p.name})"
-                          for p in ghosts[:8]) + (f"; and {len(ghosts) - 8} more" if len(ghosts) > 8 else "")
+        where = join("; ", [T("NPU {npu} chip {chip}: {mb} MB held by pid {pid} ({name})", npu=p.npu,
+                              chip=p.chip, mb=p.mem_mb, pid=p.pid, name=p.name) for p in ghosts[:8]]
+                     + ([T("and {n} more", n=len(ghosts) - 8)] if len(ghosts) > 8 else []))
         gev = {"ghosts": [[p.npu, p.chip, p.pid, p.name, p.mem_mb] for p in ghosts]}
         subject = _chips(sorted({(p.npu, p.chip): p for p in ghosts}.values(), key=lambda p: (p.npu, p.chip)))
         if in_ctr:

@@ -18,7 +18,8 @@ from ascend_doctor.registry import check
        category=Category.LIBS, tags=("libs", "versions", "torch_npu"),
        timeout=IMPORT_TIMEOUT_S + 20)
 def torch_npu_import(res: TorchNpuImport, know: Knowledge) -> Iterator[Finding]:
-    where = f"{res.interpreter} ({res.interpreter_source}; env: {res.env_source})"
+    where = T("{python} ({source}; env: {env})", python=res.interpreter,
+              source=res.interpreter_source, env=res.env_source)
     ev = {"interpreter": res.interpreter, "env": res.env_source, "returncode": res.returncode,
           "seconds": round(res.duration_s, 2), "output": res.output[-3000:], "ran": res.ran}
     ran = f" ({res.ran})" if res.ran else ""
@@ -33,7 +34,7 @@ def torch_npu_import(res: TorchNpuImport, know: Knowledge) -> Iterator[Finding]:
                                s=f"{res.duration_s:.1f}", ran=ran),
                              evidence=ev)
         return
-    last = res.last_line or f"exit {res.returncode}, no output"
+    last = res.last_line or T("exit {rc}, no output", rc=res.returncode)
     if "No module named 'torch_npu'" in last:
         yield Finding.skip(T("torch_npu is not installed in {python}: {last}",
                              python=res.interpreter, last=last), evidence=ev)

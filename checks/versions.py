@@ -267,7 +267,7 @@ def matrix(pkgs: Packages, cann: CannStack | None, know: Knowledge) -> Iterator[
 # version.info lists the CANN lines it accepts, the toolkit's ascend_toolkit_install.info the
 # driver lines it runs on (CANN 8.3.RC2 lists C15…C23; driver 25.0.rc1.1 is C21 and lists
 # C17…C21). Either list naming the pair is the installers' own statement that it works.
-PAIR_RULE_SOURCE = ("compatible_version in /usr/local/Ascend/driver/version.info and in the "
+PAIR_RULE_SOURCE = T("compatible_version in /usr/local/Ascend/driver/version.info and in the "
                     "toolkit's ascend_toolkit_install.info, as the Ascend HDK and CANN "
                     "installers write them (CANN Software Installation Guide)")
 
@@ -325,7 +325,7 @@ def driver_cann(cann: CannStack) -> Iterator[Finding]:
                          "{cann} is {c} ({inner}, {path}) and lists drivers {tk_accepts}; "
                          "neither file names the other (rule: {rule})", driver=drv.version,
                          dc=dc, accepted=", ".join(drv.compatible_version) or "(none listed)",
-                         which="the active" if active else "an installed",
+                         which=T("the active") if active else T("an installed"),
                          cann=tk.info.version, c=c, inner=tk.info.innerversion,
                          path=tk.info_path,
                          tk_accepts=", ".join(tk.info.compatible_version) or "(none listed)",

@@ -165,15 +165,18 @@ def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seco
         sys.stdout.buffer.write(rules_bytes())
         sys.stdout.flush()
         return
-    from .cli_common import build_options
+    from .cli_common import build_options, default_lang
     from .engine import DEFAULT_TIMEOUT
     from .errors import UsageError
+    from .i18n import tt
     from .opening import demo_host, open_host
 
+    lang = default_lang()
     if interval <= 0:
-        raise UsageError(f"--interval {interval:g}: must be > 0 seconds")
+        raise UsageError(tt(lang, "--interval {interval}: must be > 0 seconds",
+                            interval=f"{interval:g}"))
     if demo and (root or bundle):
-        raise UsageError("--demo excludes --root and --bundle")
+        raise UsageError(tt(lang, "--demo excludes --root and --bundle"))
     kw: dict[str, Any] = {"service_url": service_url, "pcap": pcap, "profile_dir": profile_dir,
                           "sample_seconds": sample_seconds or 3.0}
     context = None
@@ -204,15 +207,15 @@ def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seco
 
         server = ThreadingHTTPServer((listen, port), make_handler(state))
     except OSError as exc:
-        raise UsageError(f"--listen {listen} --port {port}: cannot listen: "
-                         f"{exc.strerror or exc}") from None
+        raise UsageError(tt(lang, "--listen {listen} --port {port}: cannot listen: {reason}",
+                            listen=listen, port=port, reason=exc.strerror or exc)) from None
     server.daemon_threads = True
     worker = threading.Thread(target=loop, args=(state, once, interval, stop),
                               name="exporter-runs", daemon=True)
     worker.start()
     host, bound = server.server_address[:2]
-    click.echo(f"ascend-doctor exporter: listening on http://{host}:{bound}/metrics "
-               f"(runs every {interval:g} s)", err=True)
+    click.echo(tt(lang, "ascend-doctor exporter: listening on {url} (runs every {interval} s)",
+                  url=f"http://{host}:{bound}/metrics", interval=f"{interval:g}"), err=True)
     sys.stderr.flush()
     try:
         server.serve_forever(poll_interval=0.5)

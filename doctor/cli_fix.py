@@ -18,6 +18,7 @@ import click
 
 from .cli_common import EXIT_FAIL, EXIT_NEW_FAILS, EXIT_NO_VERDICT, build_options, default_lang
 from .errors import DoctorError, UsageError
+from .i18n import tr, tt
 
 
 def _params(values: tuple[str, ...]) -> dict[str, Any]:
@@ -25,7 +26,8 @@ def _params(values: tuple[str, ...]) -> dict[str, Any]:
     for v in values:
         k, eq, val = v.partition("=")
         if not eq or not k:
-            raise UsageError(f"--param {v!r}: expected KEY=VALUE")
+            raise UsageError(tt(default_lang(), "--param {value}: expected KEY=VALUE",
+                                value=repr(v)))
         out[k.strip()] = val
     return out
 
@@ -36,7 +38,7 @@ def _context(root: str | None, bundle: str | None, demo_root: str | None, option
 
     given = [x for x in (root, bundle, demo_root) if x]
     if len(given) > 1 and not (bundle and demo_root and not root):
-        raise UsageError("choose one of --root, --bundle, --demo-root")
+        raise UsageError(tt(default_lang(), "choose one of --root, --bundle, --demo-root"))
     if root:
         from .host import LiveHost
         ctx = FixContext.for_root(root, options)
@@ -44,7 +46,8 @@ def _context(root: str | None, bundle: str | None, demo_root: str | None, option
     if bundle or demo_root:
         from .bundle import BundleData, BundleHost
         if bundle and not demo_root:
-            raise UsageError("--bundle needs --demo-root DIR: the overlay the fix writes into")
+            raise UsageError(tt(default_lang(), "--bundle needs --demo-root DIR: the overlay the "
+                                "fix writes into"))
         os.makedirs(demo_root, exist_ok=True)
         if bundle:
             data = BundleData.load(bundle)  # streamed and bounded; replay hosts share it
@@ -151,7 +154,7 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
                 click.echo(f"{r['id']}  {r['state']:<10} {r['write_root']}  "
                            f"{', '.join(r['files'])}")
             if not rows:
-                click.echo(f"no fix applied yet ({state_dir()})")
+                click.echo(tt(lang, "no fix applied yet ({dir})", dir=state_dir()))
         return
     if undo_id is not None:
         target = root or demo_root
@@ -160,9 +163,11 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
         if out:
             out({"undo": res})
         else:
-            click.echo(f"undid {res['journal']} ({res['recipe']}) on {res['write_root']}: restored "
-                       f"{', '.join(res['restored']) or 'nothing'}"
-                       + (f"; removed {', '.join(res['removed'])}" if res["removed"] else ""))
+            click.echo(tt(lang, "undid {journal} ({recipe}) on {root}: restored {restored}",
+                          journal=res["journal"], recipe=res["recipe"], root=res["write_root"],
+                          restored=", ".join(res["restored"]) or tt(lang, "nothing"))
+                       + (tt(lang, "; removed {removed}", removed=", ".join(res["removed"]))
+                          if res["removed"] else ""))
         return
     options = build_options({"lang": lang})
     ctx, factory = _context(root, bundle, demo_root, options)
@@ -176,7 +181,7 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
         if out:
             out({"fixable": rows})
         elif not rows:
-            click.echo("nothing to fix: no failing finding points at a recipe")
+            click.echo(tt(lang, "nothing to fix: no failing finding points at a recipe"))
         else:
             shown = set()
             for r in rows:
@@ -186,7 +191,7 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
                 shown.add(key)
                 # --from-check: the plan takes this finding's parameters (also the
                 # structured ones a command line cannot spell), not another check's
-                click.echo(f"{r['status']:5} {r['check']}: {r['message']}\n      "
+                click.echo(f"{r['status']:5} {r['check']}: {tr(r['message'], lang)}\n      "
                            + fix_command(r["fix"], r["params"],
                                          [*where, f"--from-check={r['check']}"]))
         return
@@ -196,8 +201,10 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
     candidates = checks_for(recipe_id, spec.check)
     if from_check:
         if from_check not in candidates:
-            raise UsageError(f"--from-check {from_check}: not a check that points at "
-                             f"{recipe_id} (those are: {', '.join(candidates) or 'none'})")
+            raise UsageError(tt(lang, "--from-check {check}: not a check that points at "
+                                "{recipe} (those are: {candidates})", check=from_check,
+                                recipe=recipe_id,
+                                candidates=", ".join(candidates) or tt(lang, "none")))
         candidates = [from_check]
     for row in _fixable(factory, options, candidates):
         if row["fix"] == recipe_id:  # what the check knows, then the user's overrides
@@ -212,18 +219,18 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
         else:
             click.echo(plan.render(lang, ctx.write_root), nl=False)
             if not plan.already_applied and not plan.manual_only:
-                click.echo("\n(dry run: nothing changed; add --apply to apply it)")
+                click.echo("\n" + tt(lang, "(dry run: nothing changed; add --apply to apply it)"))
         return
     if not yes and not plan.already_applied and not plan.manual_only:
         if not sys.stdin.isatty():
             if not out:
                 click.echo(plan.render(lang, ctx.write_root), nl=False)
-            click.echo("ascend-doctor: refusing to apply without confirmation: no terminal to "
-                       "ask on; pass --yes to apply non-interactively", err=True)
+            click.echo(tt(lang, "ascend-doctor: refusing to apply without confirmation: no "
+                          "terminal to ask on; pass --yes to apply non-interactively"), err=True)
             sys.exit(3)
         click.echo(plan.render(lang, ctx.write_root), nl=False)
-        if not click.confirm("Apply this plan?", default=False):
-            click.echo("not applied")
+        if not click.confirm(tt(lang, "Apply this plan?"), default=False):
+            click.echo(tt(lang, "not applied"))
             sys.exit(3)
     try:
         res = apply_plan(plan, ctx, factory)
@@ -239,27 +246,31 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
     else:
         if res.status == "applied":
             click.echo(plan.render(lang, ctx.write_root), nl=False)
-        click.echo({"applied": f"applied (journal {res.journal}; undo with "
-                               f"`ascend-doctor fix --undo {res.journal}`)",
-                    "already-applied": "already applied: nothing changed",
-                    "manual": "nothing to apply automatically: do the manual steps above"
+        click.echo({"applied": tt(lang, "applied (journal {journal}; undo with "
+                                  "`ascend-doctor fix --undo {journal}`)", journal=res.journal),
+                    "already-applied": tt(lang, "already applied: nothing changed"),
                     }[res.status] if res.status != "manual" else
-                   plan.render(lang, ctx.write_root) + "nothing to apply automatically: do the manual steps")
+                   plan.render(lang, ctx.write_root)
+                   + tt(lang, "nothing to apply automatically: do the manual steps"))
         for c in res.commands:
             if c.get("skipped"):
-                click.echo(f"  skipped {shlex.join(c['argv'])}: {c['skipped']}")
+                click.echo("  " + tt(lang, "skipped {cmd}: {reason}", cmd=shlex.join(c["argv"]),
+                                     reason=tr(c["skipped"], lang)))
             else:
-                click.echo(f"  ran {shlex.join(c['argv'])}: "
-                           + (f"exit {c['rc']}" if c.get("rc") is not None else "did not run")
+                click.echo("  " + tt(lang, "ran {cmd}: {result}", cmd=shlex.join(c["argv"]),
+                                     result=(tt(lang, "exit {rc}", rc=c["rc"])
+                                             if c.get("rc") is not None
+                                             else tt(lang, "did not run")))
                            + (f" ({c['error']})" if c.get("error") else ""))
         if v is not None:
             if v.note:
-                click.echo(f"  verify: {v.note}")
+                click.echo("  " + tt(lang, "verify: {note}", note=tr(v.note, lang)))
             else:
-                click.echo(f"  verify {v.check}: before {v.before}, after {v.after}")
+                click.echo("  " + tt(lang, "verify {check}: before {before}, after {after}",
+                                     check=v.check, before=v.before, after=v.after))
                 for m in v.messages:
-                    click.echo(f"    {m}")
-            _echo_affected(v)
+                    click.echo(f"    {tr(m, lang)}")
+            _echo_affected(v, lang)
     if res.status == "applied" and v is not None and v.ok is False:
         sys.exit(EXIT_FAIL)
     if res.status == "applied" and v is not None and v.regressions:
@@ -268,26 +279,27 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
         sys.exit(EXIT_NEW_FAILS)
 
 
-def _echo_affected(v) -> None:
+def _echo_affected(v, lang: str = "en") -> None:
     """The other checks the change touched, and every new fail it caused, named."""
     if not v.affected:
         return
     worse = {r["check"] for r in v.regressions}
     better = [a for a in v.affected if a["before"] and a["check"] not in worse
               and a["before"] != a["after"] and a["after"] in ("pass", "info")]
-    click.echo(f"  re-checked {len(v.affected)} affected checks: {len(better)} now pass, "
-               f"{len(worse)} worse"
+    click.echo("  " + tt(lang, "re-checked {n} affected checks: {better} now pass, {worse} worse",
+                         n=len(v.affected), better=len(better), worse=len(worse))
                + (" (" + ", ".join(f"{a['check']} {a['before']} -> {a['after']}"
                                    for a in better) + ")" if better else ""))
     for r in v.regressions:
         was = (r["after"] if r["before"] in (None, r["after"]) else
                f"{r['before']} -> {r['after']}")
-        click.echo(f"  new {r['after']} caused by this fix: {r['check']} ({was})")
+        click.echo("  " + tt(lang, "new {status} caused by this fix: {check} ({was})",
+                             status=r["after"], check=r["check"], was=was))
         for m in r["messages"][:5]:
-            click.echo(f"    {m}")
+            click.echo(f"    {tr(m, lang)}")
         if len(r["messages"]) > 5:
-            click.echo(f"    … and {len(r['messages']) - 5} more "
-                       f"(ascend-doctor check --only {r['check']})")
+            click.echo("    " + tt(lang, "… and {n} more (ascend-doctor check --only {check})",
+                                   n=len(r["messages"]) - 5, check=r["check"]))
 
 
 @click.command("export-root", epilog="""\b
@@ -308,16 +320,19 @@ def export_root_cmd(directory: str, bundle: str | None) -> None:
         from .demo import demo_bundle_data
         data = demo_bundle_data()
     if os.path.exists(directory) and os.listdir(directory):
-        raise UsageError(f"{directory} is not empty")
+        raise UsageError(tt(default_lang(), "{dir} is not empty", dir=directory))
     try:
         res = export_root(data, directory)
     except OSError as exc:
-        raise DoctorError(f"cannot export into {directory}: {exc.strerror or exc}") from None
-    click.echo(f"wrote {res['files']} files, {res['dirs']} directories, {res['links']} links, "
-               f"{res['proc']} /proc files, {res['dist_infos']} dist-infos under {res['root']}",
-               err=True)
+        raise DoctorError(tt(default_lang(), "cannot export into {dir}: {reason}", dir=directory,
+                             reason=exc.strerror or exc)) from None
+    lang = default_lang()
+    click.echo(tt(lang, "wrote {files} files, {dirs} directories, {links} links, {proc} /proc "
+                  "files, {dist_infos} dist-infos under {root}", files=res["files"],
+                  dirs=res["dirs"], links=res["links"], proc=res["proc"],
+                  dist_infos=res["dist_infos"], root=res["root"]), err=True)
     for s in res["skipped"]:
-        click.echo(f"  skipped {s}", err=True)
+        click.echo("  " + tt(lang, "skipped {what}", what=s), err=True)
 
 
 COMMANDS = (fix_cmd, export_root_cmd)

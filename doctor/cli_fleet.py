@@ -15,6 +15,9 @@ from typing import Any, Iterable
 
 import click
 
+from .cli_common import default_lang
+from .i18n import tr, tt
+
 MAX_LISTED = 8  # node names listed per line of the text output before "… and N more"
 
 
@@ -34,108 +37,125 @@ def _out_json(doc: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(redact_obj(doc), indent=1, sort_keys=True) + "\n")
 
 
-def _names(nodes: list[str]) -> str:
+def _names(nodes: list[str], lang: str = "en") -> str:
     shown = ", ".join(nodes[:MAX_LISTED])
-    return shown + (f" … and {len(nodes) - MAX_LISTED} more" if len(nodes) > MAX_LISTED else "")
+    return shown + (tt(lang, " … and {n} more", n=len(nodes) - MAX_LISTED)
+                    if len(nodes) > MAX_LISTED else "")
 
 
-def _v(x: Any) -> str:
-    return "(unset)" if x is None else str(x)
+def _v(x: Any, lang: str = "en") -> str:
+    return tt(lang, "(unset)") if x is None else str(x)
 
 
-def render_diff(d: dict[str, Any]) -> list[str]:
-    """The diff as text, the most telling difference first."""
+def render_diff(d: dict[str, Any], lang: str = "en") -> list[str]:
+    """The diff as text, the most telling difference first (labels in ``lang``; values and
+    check messages as the bundles hold them)."""
     from .fleet import diff_is_empty
+
+    def v(x: Any) -> str:
+        return _v(x, lang)
 
     a, b = (d[k] + (f" ({d[k + '_host']})" if d[k + "_host"] and d[k + "_host"] not in d[k]
                     else "") for k in ("a", "b"))
     lines = [f"A = {a}", f"B = {b}"]
     if diff_is_empty(d):
-        return lines + ["no differences in check results, versions, ld.so.conf, npu-smi, "
-                        "launch flags, sysctls or environment"]
+        return lines + [tt(lang, "no differences in check results, versions, ld.so.conf, "
+                                 "npu-smi, launch flags, sysctls or environment")]
     if d["checks"]:
-        lines.append(f"checks that differ ({len(d['checks'])}):")
+        lines.append(tt(lang, "checks that differ ({n}):", n=len(d["checks"])))
         for c in d["checks"]:
             kb = f" [{', '.join(c['kb'])}]" if c["kb"] else ""
-            lines.append(f"  {c['check']:<28} A {_v(c['a']):<5}  B {_v(c['b']):<5}{kb}")
+            lines.append(f"  {c['check']:<28} A {v(c['a']):<5}  B {v(c['b']):<5}{kb}")
             for side in ("a", "b"):
                 if c[f"{side}_message"]:
-                    lines.append(f"      {side.upper()}: {c[side + '_message']}")
+                    lines.append(f"      {side.upper()}: {tr(c[side + '_message'], lang)}")
     if d["versions"]:
-        lines.append("versions that differ:")
-        lines += [f"  {x['name']:<14} A {_v(x['a']):<20} B {_v(x['b'])}" for x in d["versions"]]
+        lines.append(tt(lang, "versions that differ:"))
+        lines += [f"  {x['name']:<14} A {v(x['a']):<20} B {v(x['b'])}" for x in d["versions"]]
     if d["ldconf"]:
         ld = d["ldconf"]
-        lines.append("ld.so.conf search order differs:")
-        lines.append("  A: " + (" ".join(ld["a"]) or "(none)"))
-        lines.append("  B: " + (" ".join(ld["b"]) or "(none)"))
+        none = tt(lang, "(none)")
+        lines.append(tt(lang, "ld.so.conf search order differs:"))
+        lines.append("  A: " + (" ".join(ld["a"]) or none))
+        lines.append("  B: " + (" ".join(ld["b"]) or none))
         if ld["only_a"]:
-            lines.append("  only in A: " + " ".join(ld["only_a"]))
+            lines.append("  " + tt(lang, "only in A: {dirs}", dirs=" ".join(ld["only_a"])))
         if ld["only_b"]:
-            lines.append("  only in B: " + " ".join(ld["only_b"]))
+            lines.append("  " + tt(lang, "only in B: {dirs}", dirs=" ".join(ld["only_b"])))
     if d["npu"]:
-        lines.append("npu-smi health that differs (npu/chip):")
-        lines += [f"  {x['name']:<6} A {_v(x['a']):<10} B {_v(x['b'])}" for x in d["npu"]]
+        lines.append(tt(lang, "npu-smi health that differs (npu/chip):"))
+        lines += [f"  {x['name']:<6} A {v(x['a']):<10} B {v(x['b'])}" for x in d["npu"]]
     if d["flags"]:
-        lines.append("launch flags that differ:")
-        lines += [f"  --{x['name']:<28} A {_v(x['a']):<20} B {_v(x['b'])}" for x in d["flags"]]
+        lines.append(tt(lang, "launch flags that differ:"))
+        lines += [f"  --{x['name']:<28} A {v(x['a']):<20} B {v(x['b'])}" for x in d["flags"]]
     if d["sysctls"]:
-        lines.append("sysctls that differ:")
-        lines += [f"  {x['name']:<40} A {_v(x['a']):<12} B {_v(x['b'])}" for x in d["sysctls"]]
+        lines.append(tt(lang, "sysctls that differ:"))
+        lines += [f"  {x['name']:<40} A {v(x['a']):<12} B {v(x['b'])}" for x in d["sysctls"]]
     if d["env"]:
-        lines.append("service environment that differs (redacted):")
-        lines += [f"  {x['name']:<28} A {_v(x['a'])}\n  {'':<28} B {_v(x['b'])}"
+        lines.append(tt(lang, "service environment that differs (redacted):"))
+        lines += [f"  {x['name']:<28} A {v(x['a'])}\n  {'':<28} B {v(x['b'])}"
                   for x in d["env"]]
     return lines
 
 
-def render_fleet(r: dict[str, Any]) -> list[str]:
+def render_fleet(r: dict[str, Any], lang: str = "en") -> list[str]:
     """The fleet as text: outcome groups (the majority first, then the odd ones), problems
-    common to all or to some nodes, and what drifts."""
-    lines = [f"fleet: {r['nodes']} nodes read" + (f", {len(r['refused'])} bundles refused"
-                                                  if r["refused"] else "")]
+    common to all or to some nodes, and what drifts (labels in ``lang``)."""
+    def names(nodes: list[str]) -> str:
+        return _names(nodes, lang)
+
+    lines = [tt(lang, "fleet: {n} nodes read", n=r["nodes"])
+             + (tt(lang, ", {n} bundles refused", n=len(r["refused"])) if r["refused"] else "")]
     for x in r["refused"]:
-        lines.append(f"  refused {x['bundle']}: {x['reason']}")
+        lines.append("  " + tt(lang, "refused {bundle}: {reason}", bundle=x["bundle"],
+                               reason=tr(x["reason"], lang)))
     if not r["nodes"]:
         return lines
-    lines.append(f"outcome groups ({len(r['groups'])}; nodes with the same failing checks):")
+    lines.append(tt(lang, "outcome groups ({n}; nodes with the same failing checks):",
+                    n=len(r["groups"])))
     for i, g in enumerate(r["groups"]):
-        tag = "majority" if g["majority"] else "odd"
-        lines.append(f"  {chr(65 + i) if i < 26 else i}: {g['size']} node(s), {tag}: "
-                     f"{_names(g['nodes'])}")
+        tag = tt(lang, "majority") if g["majority"] else tt(lang, "odd")
+        lines.append(f"  {chr(65 + i) if i < 26 else i}: "
+                     + tt(lang, "{n} node(s), {tag}: {nodes}", n=g["size"], tag=tag,
+                          nodes=names(g["nodes"])))
         if g["majority"]:
-            lines.append(f"     failing: {', '.join(g['failing']) or 'nothing'}")
+            lines.append("     " + tt(lang, "failing: {checks}",
+                                      checks=", ".join(g["failing"]) or tt(lang, "nothing")))
         else:
             if g["extra_vs_majority"]:
-                lines.append(f"     also failing: {', '.join(g['extra_vs_majority'])}")
+                lines.append("     " + tt(lang, "also failing: {checks}",
+                                          checks=", ".join(g["extra_vs_majority"])))
             if g["missing_vs_majority"]:
-                lines.append(f"     not failing here (fails on the majority): "
-                             f"{', '.join(g['missing_vs_majority'])}")
+                lines.append("     " + tt(lang, "not failing here (fails on the majority): "
+                                                "{checks}",
+                                          checks=", ".join(g["missing_vs_majority"])))
     if r["common_problems"]:
-        lines.append(f"problems on every node ({len(r['common_problems'])}):")
-        lines += [f"  {p['check']:<28} {p['status']:<5} {p['message']}"
+        lines.append(tt(lang, "problems on every node ({n}):", n=len(r["common_problems"])))
+        lines += [f"  {p['check']:<28} {p['status']:<5} {tr(p['message'], lang)}"
                   for p in r["common_problems"]]
     if r["some_problems"]:
-        lines.append(f"problems on some nodes ({len(r['some_problems'])}):")
+        lines.append(tt(lang, "problems on some nodes ({n}):", n=len(r["some_problems"])))
         for p in r["some_problems"]:
-            where = (f"all but {_names(p['absent_on'])}" if p["count"] > r["nodes"] / 2
-                     else _names(p["nodes"]))
+            where = (tt(lang, "all but {nodes}", nodes=names(p["absent_on"]))
+                     if p["count"] > r["nodes"] / 2 else names(p["nodes"]))
             lines.append(f"  {p['check']:<28} {p['status']:<5} {p['count']}/{r['nodes']}: "
                          f"{where}")
             if p["message"]:
-                lines.append(f"      {p['message']}")
+                lines.append(f"      {tr(p['message'], lang)}")
     drift = [x for x in r["drift"] if not x.get("per_node")]
     if drift:
-        lines.append("drift (majority value, then the others):")
+        lines.append(tt(lang, "drift (majority value, then the others):"))
         for x in drift:
-            lines.append(f"  {x['field']}: {x['majority']} on {x['majority_count']} node(s)")
+            lines.append("  " + tt(lang, "{field}: {value} on {n} node(s)", field=x["field"],
+                                   value=x["majority"], n=x["majority_count"]))
             for o in x["others"]:
-                lines.append(f"      {o['value']}: {_names(o['nodes'])}")
+                lines.append(f"      {o['value']}: {names(o['nodes'])}")
     per_node = [x["field"] for x in r["drift"] if x.get("per_node")]
     if per_node:
-        lines.append("different on every node (not drift): " + ", ".join(per_node))
+        lines.append(tt(lang, "different on every node (not drift): {fields}",
+                        fields=", ".join(per_node)))
     if len(r["groups"]) == 1 and not drift:
-        lines.append("every node has the same outcome")
+        lines.append(tt(lang, "every node has the same outcome"))
     return lines
 
 
@@ -166,7 +186,7 @@ def diff_cmd(good: str, bad: str, as_json: bool, timeout: float | None) -> None:
     if as_json:
         _out_json(d)
     else:
-        _out(render_diff(d))
+        _out(render_diff(d, default_lang()))
     sys.exit(0 if diff_is_empty(d) else 1)
 
 
@@ -190,7 +210,8 @@ def fleet_cmd(inputs: tuple[str, ...], as_json: bool, nodes_json: bool,
 
     paths = bundle_paths(inputs)
     if not paths:
-        raise UsageError(f"no bundles (*.tar.gz, *.tgz, *.tar) in {' '.join(inputs)}")
+        raise UsageError(tt(default_lang(), "no bundles (*.tar.gz, *.tgz, *.tar) in {inputs}",
+                            inputs=" ".join(inputs)))
     reg = fleet_registry()
     acc = FleetAccumulator()
     summaries = []
@@ -209,7 +230,7 @@ def fleet_cmd(inputs: tuple[str, ...], as_json: bool, nodes_json: bool,
             r["node_summaries"] = summaries
         _out_json(r)
     else:
-        _out(render_fleet(r))
+        _out(render_fleet(r, default_lang()))
     sys.exit(2 if r["refused"] else 1 if len(r["groups"]) > 1 else 0)
 
 

@@ -13,6 +13,7 @@ import click
 
 from .cli_common import default_lang
 from .errors import DoctorError, UsageError
+from .i18n import tt
 from .redact import neutralise, redact_text
 
 VERSION_SOURCES = {"vllm_ascend": "vllm-ascend", "vllm": "vllm", "torch": "torch",
@@ -36,7 +37,8 @@ def _parse_versions(values: Iterable[str]) -> dict[str, str]:
     for v in values:
         k, eq, ver = v.partition("=")
         if not eq:
-            raise UsageError(f"--version {v!r}: expected COMPONENT=VERSION (e.g. cann=8.0.RC1)")
+            raise UsageError(tt(default_lang(), "--version {value}: expected COMPONENT=VERSION "
+                                "(e.g. cann=8.0.RC1)", value=repr(v)))
         out[k.strip().replace("-", "_")] = ver.strip()
     return out
 
@@ -124,9 +126,9 @@ def explain_cmd(ident: str, lang: str | None, as_json: bool, root, bundle, demo,
                                        key=lambda e: e.id)  # a check id: what it may raise
     if not found:
         near = [e.id for e in kb.search(ident)][:5]
-        raise UsageError(f"no knowledge entry {ident!r}"
-                         + (f" (did you mean {', '.join(near)}?)" if near else
-                            "; try `ascend-doctor kb search WORDS`"))
+        raise UsageError(tt(lang, "no knowledge entry {ident}", ident=repr(ident))
+                         + (tt(lang, " (did you mean {near}?)", near=", ".join(near)) if near else
+                            tt(lang, "; try `ascend-doctor kb search WORDS`")))
     versions = _versions_for(root, bundle, demo, _parse_versions(given))
     if as_json:
         docs = []
@@ -174,7 +176,7 @@ def kb_search(words: tuple[str, ...], lang: str | None, as_json: bool) -> None:
         for e in hits:
             click.echo(f"{e.id:<12} {e.text('title', lang)}")
         if not hits:
-            click.echo("no entry matches", err=True)
+            click.echo(tt(lang, "no entry matches"), err=True)
     sys.exit(0 if hits else 1)
 
 
@@ -200,7 +202,7 @@ def kb_list(lang: str | None, domain: str | None, as_json: bool) -> None:
         return
     for e in entries:
         click.echo(f"{e.id:<12} {e.domain:<9} {e.text('title', lang)}")
-    click.echo(f"{len(entries)} entries", err=True)
+    click.echo(tt(lang, "{n} entries", n=len(entries)), err=True)
 
 
 @kb_group.command("lint", epilog="""\b
@@ -273,12 +275,14 @@ def _lines(source: str, split=iter) -> Iterator[str]:
         else:
             fh = open(source, "r", encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise DoctorError(f"cannot read {source}: {exc.strerror or exc}") from None
+        raise DoctorError(tt(default_lang(), "cannot read {source}: {reason}", source=source,
+                             reason=exc.strerror or exc)) from None
     with fh:
         try:
             yield from split(fh)
         except (OSError, EOFError) as exc:  # truncated or corrupt .gz
-            raise DoctorError(f"cannot read {source}: {exc}") from None
+            raise DoctorError(tt(default_lang(), "cannot read {source}: {reason}",
+                                 source=source, reason=exc)) from None
 
 
 # what to run when no signature matched: the host's own libraries and stack explain most
@@ -327,16 +331,17 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int) -> None
     else:
         for rank, m in enumerate(matches, 1):
             msg = neutralise(redact_text(m.entry.render_message(m.groups, lang)))
-            click.echo(f"{rank}. {m.entry.id}  {msg}"
-                       f"  (score {m.score:.2f})")
+            click.echo(f"{rank}. {m.entry.id}  {msg}  "
+                       + tt(lang, "(score {score})", score=f"{m.score:.2f}"))
             for n, t in m.lines:
                 # a log line is hostile: redact it first, cut it, show its controls as text
-                click.echo(f"     line {n}: {neutralise(redact_text(t.strip())[:200])}")
+                click.echo("     " + tt(lang, "line {n}: {text}", n=n,
+                                        text=neutralise(redact_text(t.strip())[:200])))
             for i, s in enumerate(m.entry.steps_for(lang), 1):
                 click.echo(f"     {i}) {s}")
             if m.entry.fix:
-                click.echo(f"     fix: ascend-doctor fix {m.entry.fix}")
-            click.echo(f"     more: ascend-doctor explain {m.entry.id}")
+                click.echo("     " + tt(lang, "fix: {cmd}", cmd=f"ascend-doctor fix {m.entry.fix}"))
+            click.echo("     " + tt(lang, "more: {cmd}", cmd=f"ascend-doctor explain {m.entry.id}"))
     sys.exit(0 if matches else 1)
 
 

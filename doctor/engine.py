@@ -20,6 +20,7 @@ from .cancel import Cancelled, CancelToken, bound
 from .errors import ParseError, SourceError, SourceMissing
 from .facts import FactFailed, FactStore
 from .host import Host
+from .i18n import Msg, T
 from .model import CheckResult, Finding, Report
 from .options import RunOptions
 from .registry import CheckSpec, Registry
@@ -44,6 +45,12 @@ class RunConfig:
         return spec.timeout
 
 
+def _msg(text: object) -> str:
+    """A source or reason a probe gave, as a message a report can translate (a plain
+    constant is looked up as it is; what the catalog lacks stays English)."""
+    return text if isinstance(text, Msg) else T(str(text))
+
+
 def run_check(spec: CheckSpec, store: FactStore) -> tuple[Finding, ...]:
     """Run one check to findings; every exception becomes a finding, never escapes."""
     try:
@@ -55,13 +62,16 @@ def run_check(spec: CheckSpec, store: FactStore) -> tuple[Finding, ...]:
         else:
             findings = tuple(out)
     except SourceMissing as exc:
-        return (Finding.skip(f"missing source: {exc.source} ({exc.reason})",
+        return (Finding.skip(T("missing source: {source} ({reason})", source=_msg(exc.source),
+                               reason=_msg(exc.reason)),
                              evidence={"source": exc.source, "reason": exc.reason}),)
     except ParseError as exc:
-        return (Finding.error(f"cannot parse {exc.source}: {exc.reason}",
+        return (Finding.error(T("cannot parse {source}: {reason}", source=_msg(exc.source),
+                                reason=_msg(exc.reason)),
                               evidence={"source": exc.source, "reason": exc.reason}),)
     except SourceError as exc:
-        return (Finding.error(f"cannot read {exc.source}: {exc.reason}",
+        return (Finding.error(T("cannot read {source}: {reason}", source=_msg(exc.source),
+                                reason=_msg(exc.reason)),
                               evidence={"source": exc.source, "reason": exc.reason}),)
     except Cancelled as exc:  # abandoned: the engine already reported the timeout
         return (Finding.error(f"abandoned: {exc.reason}"),)

@@ -57,6 +57,22 @@ class Joined(Msg):
         return (Joined, (self.sep, self.parts))
 
 
+class Texts(Msg):
+    """A text that already exists in each language (a KB entry's ``{en = …, zh = …}``
+    title): it renders as English and translates by picking, not by catalog lookup."""
+
+    texts: Mapping[str, str]
+
+    def __new__(cls, texts: Mapping[str, str]) -> "Texts":  # type: ignore[override]
+        en = texts.get("en") or next(iter(texts.values()), "")
+        self = str.__new__(cls, en)
+        self.template, self.args, self.texts = "", {}, dict(texts)
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Texts, (dict(self.texts),))
+
+
 def join(sep: str, parts: Iterable[str]) -> Joined:
     """``sep.join(parts)`` that a report translates part by part."""
     return Joined(sep, parts)
@@ -107,6 +123,8 @@ def tr(text: str, lang: str | None) -> str:
     lookup = _lookup(lang)
     if lookup is None:
         return text
+    if isinstance(text, Texts):
+        return text.texts.get(lang) or str.__str__(text)
     if isinstance(text, Joined):
         return text.sep.join(tr(p, lang) for p in text.parts)
     if isinstance(text, Msg):

@@ -8,7 +8,8 @@
 Extraction reads the package's sources with :mod:`ast` (nothing is imported): the literal
 first argument of ``T(…)``, ``N_(…)``, ``tr(…)``, the template argument of ``tt(lang, …)``, both
 ``ntt(lang, n, one, many)`` forms,
-and the ``title=`` of every ``@check(…)``. The ``.po`` is the source of truth; the ``.mo``
+the ``title=`` of every ``@check(…)``, and the description and ``tooltip=`` of every
+textual ``Binding(…)`` (the TUI's keys). The ``.po`` is the source of truth; the ``.mo``
 is what runs (:mod:`ascend_doctor.catalog`), written by a pure-Python msgfmt whose output
 depends only on the ``.po``.
 """
@@ -60,6 +61,11 @@ def extract_source(text: str, where: str = "<source>") -> list[tuple[str, str]]:
         if name in KEYWORDS:
             for i in KEYWORDS[name]:
                 arg = node.args[i] if len(node.args) > i else None
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value:
+                    out.append((arg.value, f"{where}:{node.lineno}"))
+        elif name == "Binding":  # Binding(key, action, description, …, tooltip=…)
+            for arg in [*node.args[2:3], *(kw.value for kw in node.keywords
+                                           if kw.arg in ("description", "tooltip"))]:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value:
                     out.append((arg.value, f"{where}:{node.lineno}"))
         elif name == "check":

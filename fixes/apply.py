@@ -17,6 +17,7 @@ from typing import Any, Callable
 from ascend_doctor import confine
 from ascend_doctor.errors import DoctorError
 from ascend_doctor.host import norm
+from ascend_doctor.i18n import T
 
 from .context import FixContext
 from .journal import Journal, JournalError
@@ -99,7 +100,8 @@ def run_check_status(host_factory: Callable[[], Any] | None, options: Any, check
         return None, [], f"cannot verify: check {check_id} is not installed"
     report = run(host_factory(), options, reg, RunConfig(only=(check_id,)))
     (res,) = report.results
-    return res.status.value, [f"{f.status.value}: {f.message}" for f in res.findings], ""
+    return res.status.value, [T("{status}: {message}", status=f.status.value, message=f.message)
+                             for f in res.findings], ""
 
 
 CheckState = tuple[str, list[str]]  # (worst status, "status: message" of fail/error findings)
@@ -117,7 +119,8 @@ def affected_states(host_factory: Callable[[], Any] | None, options: Any,
     if not known:
         return {}
     report = run(host_factory(), options, reg, RunConfig(only=tuple(known)))
-    return {r.check_id: (r.status.value, [f"{f.status.value}: {f.message}" for f in r.findings
+    return {r.check_id: (r.status.value, [T("{status}: {message}", status=f.status.value, message=f.message)
+                                            for f in r.findings
                                           if f.status.value in ("fail", "error")])
             for r in report.results}
 
@@ -251,7 +254,7 @@ def _expect(ctx: FixContext, e: Any, res: str) -> Any:
 
 def _run(c, ctx: FixContext) -> dict[str, Any]:
     if ctx.kind == "overlay":
-        return {"argv": list(c.argv), "skipped": "a bundle is not a machine: not run"}
+        return {"argv": list(c.argv), "skipped": T("a bundle is not a machine: not run")}
     argv = c.for_root(ctx.write_root)
     if argv is None:
         return {"argv": list(c.argv), "skipped": c.sysroot_skip or "not run in a sysroot"}

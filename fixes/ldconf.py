@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 
+from ascend_doctor.i18n import T
 from ascend_doctor.probes.ldconf import LDSO_CONF, parse_ldconf_text
 
 from . import recipe
@@ -44,7 +45,7 @@ def order_dirs(dirs: list[str]) -> list[str]:
 @recipe("ldconf.ascend-conf", title="Ascend libraries in ascend.conf, driver/lib64 first",
         check="ldconf.order", writes=(LDSO_CONF, "/etc/ld.so.conf.d/*.conf"),
         affects=("ldconf", "libacl", "torch_npu"),
-        undo_commands=(Command(("ldconfig",), "rebuild /etc/ld.so.cache from the restored files",
+        undo_commands=(Command(("ldconfig",), T("rebuild /etc/ld.so.cache from the restored files"),
                                sysroot_argv=("ldconfig", "-r", "{root}")),))
 def ascend_conf(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "ldconf.order"
@@ -66,7 +67,7 @@ def ascend_conf(ctx: FixContext, params: dict) -> Plan:
         found.append(f"{TOOLKIT}/lib64")
     wanted = HEADER + "".join(d + "\n" for d in order_dirs(found))
     plan.edits.append(ctx.edit(ASCEND_CONF, wanted, 0o644,
-                               "driver/lib64 first; 0644 so ldconfig reads it"))
+                               T("driver/lib64 first; 0644 so ldconfig reads it")))
     # Ascend lines elsewhere would still come first: move them into ascend.conf
     for f, text in texts.items():
         if f == ASCEND_CONF:
@@ -77,18 +78,19 @@ def ascend_conf(ctx: FixContext, params: dict) -> Plan:
                    _is_ascend(d.value) for d in parse_ldconf_text(ln) if d.kind == "dir")
                and any(d.kind == "dir" for d in parse_ldconf_text(ln)) else ln for ln in lines]
         if new != lines:
-            plan.edits.append(ctx.edit(f, "".join(new), why="its Ascend directories now live "
-                                                            "in ascend.conf"))
+            plan.edits.append(ctx.edit(f, "".join(new), why=T("its Ascend directories now live "
+                                                              "in ascend.conf")))
     conf_text = texts.get(LDSO_CONF)
     if conf_text is None:
-        plan.edits.append(ctx.edit(LDSO_CONF, INCLUDE + "\n", 0o644, "create it with the include"))
+        plan.edits.append(ctx.edit(LDSO_CONF, INCLUDE + "\n", 0o644, T("create it with the include")))
     elif not _includes(conf_text, LDSO_CONF, ASCEND_CONF):
         edited = next((e for e in plan.edits if e.path == LDSO_CONF), None)
         base = edited.after.decode() if edited else conf_text
         plan.edits = [e for e in plan.edits if e.path != LDSO_CONF]
         plan.edits.append(ctx.edit(LDSO_CONF, INCLUDE + "\n" + base,
-                                   why="ldconfig reads ld.so.conf.d only through this include"))
-    plan.commands.append(Command(("ldconfig",), "rebuild /etc/ld.so.cache",
+                                   why=T("ldconfig reads ld.so.conf.d only through this include")))
+    plan.commands.append(Command(("ldconfig",), T("rebuild /etc/ld.so.cache"),
                                  sysroot_argv=("ldconfig", "-r", "{root}")))
-    plan.needs_root = [f"writing {e.path}" for e in plan.changes] + ["running ldconfig"]
+    plan.needs_root = [T("writing {path}", path=e.path) for e in plan.changes] + [
+        T("running ldconfig")]
     return plan

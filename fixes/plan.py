@@ -8,6 +8,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ascend_doctor.i18n import T, tr, tt
+
 
 def _words(value: Any) -> str:
     """A parameter as a user reads (and types) it, never a Python repr: flags as
@@ -151,35 +153,41 @@ class Plan:
         import shlex
         zh = lang == "zh"
         sysroot = bool(root) and root != "/"
-        out = [f"{'修复计划' if zh else 'plan'} {self.recipe}: "
-               f"{(self.title_zh or self.title) if zh else self.title}"]
+        out = [tt(lang, "plan {recipe}: {title}", recipe=self.recipe,
+                  title=(self.title_zh or self.title) if zh else self.title)]
         if self.params:
-            out.append("  params: " + ", ".join(f"{k}={_words(v)}" for k, v in self.params.items()))
+            out.append("  " + tt(lang, "params: {params}", params=", ".join(
+                f"{k}={_words(v)}" for k, v in self.params.items())))
         if self.already_applied:
-            out.append("  " + ("已应用：没有需要修改的内容" if zh else
-                               "already applied: nothing to change"))
+            out.append("  " + tt(lang, "already applied: nothing to change"))
         for e in self.changes:
-            what = ("mode change" if e.mode_only else "edit" if e.before is not None else
-                    "new file")
-            out.append(f"\n  [{what}] {e.path}" + (f" — {e.why}" if e.why else ""))
+            what = (tt(lang, "mode change") if e.mode_only else tt(lang, "edit")
+                    if e.before is not None else tt(lang, "new file"))
+            out.append(f"\n  [{what}] {e.path}" + (f" — {tr(e.why, lang)}" if e.why else ""))
             out.extend("    " + ln for ln in e.diff().rstrip("\n").splitlines())
         if self.commands and not self.already_applied:
-            out.append("\n  " + ("随后执行的命令：" if zh else "then run:"))
+            out.append("\n  " + tt(lang, "then run:"))
             for c in self.commands:
                 argv = c.for_root(root) if sysroot and root else c.argv
                 if argv is None:
-                    out.append(f"    (skipped in a sysroot: {shlex.join(c.argv)} — "
-                               f"{c.sysroot_skip or 'not run in a sysroot'})")
+                    out.append("    " + tt(lang, "(skipped in a sysroot: {cmd} — {reason})",
+                                           cmd=shlex.join(c.argv),
+                                           reason=tr(c.sysroot_skip, lang) if c.sysroot_skip
+                                           else tt(lang, "not run in a sysroot")))
                     continue
-                out.append("    $ " + shlex.join(argv) + (f"   # {c.why}" if c.why else ""))
+                out.append("    $ " + shlex.join(argv)
+                           + (f"   # {tr(c.why, lang)}" if c.why else ""))
         if self.manual:
-            out.append("\n  " + ("需手动执行：" if zh else "manual steps:"))
+            out.append("\n  " + tt(lang, "manual steps:"))
             out.extend(f"    {i}. {m.text(lang)}" for i, m in enumerate(self.manual, 1))
-        risks = [f"needs root: {', '.join(self.needs_root)}"] if self.needs_root else []
-        risks += [f"restarts: {', '.join(self.restarts)}"] if self.restarts else []
+        sep = "、" if zh else ", "
+        risks = ([tt(lang, "needs root: {what}", what=sep.join(tr(x, lang) for x in self.needs_root))]
+                 if self.needs_root else [])
+        risks += ([tt(lang, "restarts: {what}", what=sep.join(tr(x, lang) for x in self.restarts))]
+                  if self.restarts else [])
         if risks:
-            out.append("\n  " + ("风险：" if zh else "risk: ") + "; ".join(risks))
-        out.extend(f"  note: {n}" for n in self.notes)
+            out.append("\n  " + tt(lang, "risk: {risks}", risks=("；" if zh else "; ").join(risks)))
+        out.extend("  " + tt(lang, "note: {note}", note=tr(n, lang)) for n in self.notes)
         if self.verify:
-            out.append(f"  {'验证检查' if zh else 'verified by check'}: {self.verify}")
+            out.append("  " + tt(lang, "verified by check: {check}", check=self.verify))
         return "\n".join(out) + "\n"

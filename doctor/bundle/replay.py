@@ -14,6 +14,7 @@ import re
 import threading
 from typing import Any, BinaryIO
 
+from ..i18n import T
 from ..errors import SourceError, SourceMissing
 from ..host import (DEFAULT_HTTP_CAP, DEFAULT_OUTPUT_CAP, DEFAULT_READ_LIMIT, CommandResult,
                     Connection, Host, HostInfo, HttpResponse, ProcInfo, StatInfo, norm)
@@ -158,7 +159,7 @@ class BundleHost(Host):
             return self._overlay_host().read_bytes(path, limit)
         e = self._file_entry(path)
         if e is None:
-            raise SourceMissing(norm(path), "not in the bundle")
+            raise SourceMissing(norm(path), T("not in the bundle"))
         if "error" in e:
             _raise(e)
         return self._blob(e["blob"])[:limit]
@@ -192,7 +193,7 @@ class BundleHost(Host):
             target = self._link_target(p)
             if target and target != p:
                 return self._listdir_recorded(target)
-            raise SourceMissing(p, "not in the bundle")
+            raise SourceMissing(p, T("not in the bundle"))
         if isinstance(e, dict):
             _raise(e)
         return list(e)
@@ -207,7 +208,7 @@ class BundleHost(Host):
             if target and target != p:
                 return self.stat(target, follow)
         if e is None:
-            raise SourceMissing(p, "not in the bundle")
+            raise SourceMissing(p, T("not in the bundle"))
         if "error" in e:
             _raise(e)
         return StatInfo(p, e["mode"], e["uid"], e["gid"], e["size"], e["mtime"], e.get("link"))
@@ -262,7 +263,7 @@ class BundleHost(Host):
         key = _key(*redact_argv(list(argv)))
         e = self._next("run", key)
         if e is None:
-            raise SourceMissing(str(argv[0]), f"`{_short(argv)}` was not recorded in the bundle")
+            raise SourceMissing(str(argv[0]), T("`{cmd}` was not recorded in the bundle", cmd=_short(argv)))
         if "error" in e:
             _raise(e)
         return CommandResult(tuple(argv), e["rc"], self._blob(e["out"])[:cap],
@@ -283,7 +284,7 @@ class BundleHost(Host):
     def processes(self):
         e = self._next("processes", "")
         if e is None:
-            raise SourceMissing("process table", "not in the bundle")
+            raise SourceMissing(T("process table"), T("not in the bundle"))
         if isinstance(e, dict):
             _raise(e)
         from ..proctable import minimise  # a bundle from an older doctor may hold full argv
@@ -294,7 +295,7 @@ class BundleHost(Host):
     def proc_read(self, pid, name):
         e = self._next("proc", f"{int(pid)}/{name}")
         if e is None:
-            raise SourceMissing(f"/proc/{pid}/{name}", "not in the bundle")
+            raise SourceMissing(f"/proc/{pid}/{name}", T("not in the bundle"))
         if "error" in e:
             _raise(e)
         return self._blob(e["blob"])
@@ -302,7 +303,7 @@ class BundleHost(Host):
     def connections(self):
         e = self._next("connections", "")
         if e is None:
-            raise SourceMissing("socket table", "not in the bundle")
+            raise SourceMissing(T("socket table"), T("not in the bundle"))
         if isinstance(e, dict):
             _raise(e)
         return [Connection(c["family"], c["type"], tuple(c["laddr"]),
@@ -312,7 +313,7 @@ class BundleHost(Host):
     def capture(self, iface, bpf, seconds):
         e = self._next("capture", "")
         if e is None:
-            raise SourceMissing("live capture", "no capture was recorded in the bundle")
+            raise SourceMissing(T("live capture"), T("no capture was recorded in the bundle"))
         if "error" in e:
             _raise(e)
         return io.BytesIO(self._blob(e["blob"]))

@@ -15,6 +15,7 @@ from typing import BinaryIO, Mapping
 
 from .. import cancel
 from ..errors import SourceError, SourceMissing
+from ..i18n import T
 from ..model import HostInfo
 from ..procnet import Connection, parse_proc_net
 from .api import (DEFAULT_HTTP_CAP, DEFAULT_OUTPUT_CAP, DEFAULT_READ_LIMIT, CommandResult, Host,
@@ -157,7 +158,7 @@ class LiveHost(SysrootPaths, Host):
 
     def _sysroot_processes(self) -> list[ProcInfo]:
         if not os.path.isdir(os.path.join(self.root, "proc")):
-            raise SourceMissing("/proc", "the sysroot has no proc/ tree")
+            raise SourceMissing("/proc", T("the sysroot has no proc/ tree"))
         out = []
         for name in self.listdir("/proc"):
             if not name.isdigit():
@@ -201,7 +202,7 @@ class LiveHost(SysrootPaths, Host):
                 except SourceMissing:
                     continue
             if not found:
-                raise SourceMissing("/proc/net/tcp", "the sysroot has no proc/net tree")
+                raise SourceMissing("/proc/net/tcp", T("the sysroot has no proc/net tree"))
             return conns
         import psutil
         try:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import ParseError, SourceError, SourceMissing
+from ..i18n import T
 from ..host import Host
 from ..registry import provider
 from .procs import ServiceEnv
@@ -271,8 +272,9 @@ def gather_cann(host: Host, env: ServiceEnv | None) -> CannStack:
         if nnal:
             break
     if not found and driver is None and firmware is None and not problems:
-        raise SourceMissing(ASCEND, "no CANN toolkit, driver or firmware version file found "
-                            f"(looked in {', '.join(h for h, _ in candidates)})")
+        raise SourceMissing(ASCEND, T("no CANN toolkit, driver or firmware version file found "
+                                      "(looked in {dirs})",
+                                      dirs=", ".join(h for h, _ in candidates)))
     return CannStack(tuple(found), active, reason, driver, firmware, nnal, tuple(problems))
 
 

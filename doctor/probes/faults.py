@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..i18n import T
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
 from ..options import RunOptions
@@ -163,7 +164,7 @@ def sample_faults(host: Host, server_pid: int, pids: list[int], seconds: float) 
     a = _read_stats(host, pids)
     ta = {pid: _read_thread_stats(host, pid, tids[pid]) for pid in a}
     if server_pid not in a:
-        raise SourceMissing(f"/proc/{server_pid}/stat", "the server exited")
+        raise SourceMissing(f"/proc/{server_pid}/stat", T("the server exited"))
     host.sleep(seconds)
     b = _read_stats(host, list(a))
     tb = {pid: _read_thread_stats(host, pid, tids[pid]) for pid in b}
@@ -190,7 +191,7 @@ class ServiceFaults:
 def gather_service_faults(host: Host, options: RunOptions, procs: ServiceProcesses
                           ) -> ServiceFaults:
     if not procs.servers:
-        raise SourceMissing("vLLM server process", "none running (pass --pid)")
+        raise SourceMissing(T("vLLM server process"), T("none running (pass --pid)"))
     seconds = max(0.2, min(float(options.sample_seconds or 3.0), 60.0))
     out = []
     for sp in procs.servers[:4]:
@@ -200,7 +201,7 @@ def gather_service_faults(host: Host, options: RunOptions, procs: ServiceProcess
         except SourceMissing:
             continue
     if not out:
-        raise SourceMissing("/proc/<pid>/stat", "every vLLM server exited during sampling")
+        raise SourceMissing("/proc/<pid>/stat", T("every vLLM server exited during sampling"))
     return ServiceFaults(tuple(out))
 
 
@@ -277,15 +278,15 @@ def parse_perf_csv(text: str) -> dict[str, int | None]:
 @provider
 def gather_perf_tlb(host: Host, procs: ServiceProcesses) -> PerfTlb:
     if not procs.servers:
-        raise SourceMissing("vLLM server process", "none running")
+        raise SourceMissing(T("vLLM server process"), T("none running"))
     pid = procs.servers[0].pid
     if host.which("perf") is None:
-        return PerfTlb(pid, None, None, 0.0, "perf is not installed")
+        return PerfTlb(pid, None, None, 0.0, T("perf is not installed"))
     res = host.run(["perf", "stat", "-x", ",", "-e", "dTLB-load-misses,dTLB-loads", "-p", str(pid),
                     "--", "sleep", f"{PERF_SECONDS:g}"], timeout=PERF_SECONDS + 5)
     counts = parse_perf_csv(res.stderr.decode("utf-8", "replace"))
     misses = counts.get("dTLB-load-misses")
     if not res.ok or misses is None:
         tail = res.describe_failure() if not res.ok else "dTLB-load-misses <not supported>"
-        return PerfTlb(pid, None, None, PERF_SECONDS, f"perf could not count: {tail}"[:300])
+        return PerfTlb(pid, None, None, PERF_SECONDS, T("perf could not count: {tail}", tail=tail[:278]))
     return PerfTlb(pid, misses, counts.get("dTLB-loads"), PERF_SECONDS)

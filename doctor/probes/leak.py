@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..i18n import T
 from ..errors import ParseError, SourceMissing
 from ..host import Host
 from ..options import RunOptions
@@ -67,7 +68,7 @@ def _exporter_mb(text: str) -> dict[str, float]:
 def gather_npu_memory_trend(host: Host, options: RunOptions, http: ServiceHttp | None
                             ) -> NpuMemoryTrend:
     if not options.watch_seconds:
-        raise SourceMissing("--watch SECONDS", "no watch window asked (memory trend needs one)")
+        raise SourceMissing("--watch SECONDS", T("no watch window asked (memory trend needs one)"))
     watch = float(options.watch_seconds)
     clamped = watch > MAX_WATCH_S
     watch = min(max(watch, 1.0), MAX_WATCH_S)

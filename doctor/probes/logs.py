@@ -13,6 +13,7 @@ from typing import BinaryIO, Iterator
 
 from ..casefold import fold
 from ..errors import SourceError, SourceMissing
+from ..i18n import T
 from ..host import Host
 from ..inputs import user_files
 from ..options import RunOptions
@@ -86,8 +87,8 @@ def gather_log_sources(host: Host, options: RunOptions, procs: ServiceProcesses 
                     continue
                 add(target, f"{name} of pid {sp.pid}")
     if not files:
-        raise SourceMissing("log files", "no --log given and the server's stdout/stderr are not "
-                            "regular files")
+        raise SourceMissing(T("log files"), T("no --log given and the server's stdout/stderr "
+                                              "are not regular files"))
     return LogSources(tuple(files), user)
 
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import ParseError, SourceMissing
+from ..i18n import T
 from ..host import CommandResult, Host
 from ..registry import provider
 
@@ -215,8 +216,9 @@ def _sub(host: Host, argv: list[str]) -> SubCommand:
 @provider
 def gather_npu_smi(host: Host) -> NpuSmi:
     if host.which("npu-smi") is None:
-        raise SourceMissing("npu-smi", "not on PATH nor in /usr/local/Ascend/driver/tools "
-                            "(no driver installed, or not mounted into the container)")
+        raise SourceMissing("npu-smi", T("not on PATH nor in /usr/local/Ascend/driver/tools "
+                                         "(no driver installed, or not mounted into the "
+                                         "container)"))
     argv = ["npu-smi", "info"]
     res = host.run(argv, timeout=SMI_TIMEOUT_S, cap=1024 * 1024)
     if not res.ok:

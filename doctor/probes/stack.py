@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import SourceMissing
+from ..i18n import N_, T
 from ..host import Host
 from ..registry import provider
 from .ldconf import LdConfState, LdSoConf
 from .procs import ServiceProcesses
 
-NO_STACK_SOURCE = "Ascend stack"  # the SourceMissing source the report recognises
+NO_STACK_SOURCE = N_("Ascend stack")  # the SourceMissing source the report recognises
 ASCEND_ROOT = "/usr/local/Ascend"
 DRIVER_DIRS = ("/usr/local/Ascend/driver",)
 CANN_DIRS = ("/usr/local/Ascend/ascend-toolkit", "/usr/local/Ascend/cann",
@@ -39,8 +40,8 @@ class AscendStack:
     def require(self) -> None:
         """Skip the calling check (SourceMissing) when there is no Ascend stack at all."""
         if self.absent:
-            raise SourceMissing(NO_STACK_SOURCE, "no driver, no CANN toolkit, no device node, "
-                                "no vLLM service")
+            raise SourceMissing(NO_STACK_SOURCE, T("no driver, no CANN toolkit, no device node, "
+                                                   "no vLLM service"))
 
 
 @provider

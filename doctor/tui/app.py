@@ -20,9 +20,11 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.worker import get_current_worker
 
+from ..i18n import tr, tt
 from ..model import Status
 from . import fixflow
 from .commands import DoctorCommands
+from .lang import localize_binding, localize_tree
 from .livefeed import LiveSeries, Poll, poll_live, replay_bundle
 from .messages import CheckFinished, LiveUpdate, RunFinished, RunStarted
 from .screens.dashboard import DashboardScreen
@@ -81,6 +83,7 @@ class DoctorApp(App):
 
     # -- lifecycle ---------------------------------------------------------------------
     def on_mount(self) -> None:
+        localize_tree(self, self.lang)
         self.push_screen(DashboardScreen())
         self.action_rerun()
         if self.live_enabled:
@@ -259,7 +262,8 @@ class DoctorApp(App):
             return
         sel = self.selected()
         if sel is None:
-            self.notify("no finding selected (the check has not finished)", severity="warning")
+            self.notify(tt(self.lang, "no finding selected (the check has not finished)"),
+                        severity="warning")
             return
         self.push_screen(DetailScreen(*sel))
 
@@ -268,12 +272,23 @@ class DoctorApp(App):
             self.pop_screen()
 
     def action_language(self) -> None:
+        """Switch zh/en: key hints, findings, details and the knowledge base re-render."""
         self.lang = "zh" if self.lang == "en" else "en"
+        localize_tree(self, self.lang)
         for s in self.screen_stack:
+            localize_tree(s, self.lang)
             if isinstance(s, DetailScreen):
+                s.refresh(recompose=True)
+            elif isinstance(s, DashboardScreen):
                 s.refresh_lang()
-        self.notify("知识库：中文" if self.lang == "zh" else "Knowledge base: English",
-                    timeout=2)
+        self.refresh_bindings()
+        self.notify("语言：中文" if self.lang == "zh" else "Language: English", timeout=2)
+
+    def push_screen(self, screen: Any, *args: Any, **kwargs: Any) -> Any:
+        """Every screen's key hints in the app's language (screens and modals alike)."""
+        if not isinstance(screen, str):
+            localize_tree(screen, self.lang)
+        return super().push_screen(screen, *args, **kwargs)
 
     def goto_check(self, check_id: str) -> None:
         while len(self.screen_stack) > 2:
@@ -291,7 +306,7 @@ class DoctorApp(App):
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(HelpScreen(bindings_markdown(self.binding_groups())))
+        self.push_screen(HelpScreen(bindings_markdown(self.binding_groups(), self.lang)))
 
     def binding_groups(self) -> list[tuple[str, list[Binding]]]:
         from .screens import export as ex, fix as fx
@@ -311,7 +326,8 @@ class DoctorApp(App):
             for b in cls.BINDINGS:
                 if isinstance(b, Binding) and b.id not in ("clear-filter",) and (
                         b.id != "undo" or self.journal):
-                    out.append((b.action.removeprefix("app."), b.description, b.tooltip))
+                    lb = localize_binding(b, self.lang)
+                    out.append((b.action.removeprefix("app."), lb.description, lb.tooltip))
         return out
 
     def palette_run(self, action: str) -> None:
@@ -334,8 +350,8 @@ class DoctorApp(App):
 
     def action_export(self) -> None:
         if not self.state.finished:
-            self.notify("the run is still going: exporting what has finished so far",
-                        severity="warning")
+            self.notify(tt(self.lang, "the run is still going: exporting what has finished so "
+                                      "far"), severity="warning")
 
         def chosen(choice: "tuple[str, str] | None") -> None:
             if choice:
@@ -377,7 +393,7 @@ class DoctorApp(App):
     def action_fix(self) -> None:
         sel = self.selected()
         if sel is None:
-            self.notify("no finding selected", severity="warning")
+            self.notify(tt(self.lang, "no finding selected"), severity="warning")
             return
         row, finding = sel
         ok, reason = fixflow.availability()
@@ -478,7 +494,7 @@ class DoctorApp(App):
 
     def action_undo(self) -> None:
         if not self.journal:
-            self.notify("no fix was applied in this session", severity="warning")
+            self.notify(tt(self.lang, "no fix was applied in this session"), severity="warning")
             return
         jid, check_id = self.journal[-1]
         self._undo(jid, check_id)

@@ -72,3 +72,13 @@ def test_live_panel(snap_compare, live_bundle):
     async def samples(pilot):
         await wait_for(pilot, lambda: pilot.app.series.samples == 4)
     assert snap_compare(a, terminal_size=(120, 40), run_before=run_before_complete(samples))
+
+
+def test_dashboard_zh(snap_compare):
+    """The dashboard in Chinese at 80×24: key hints, pane titles, info bar and findings."""
+    from ascend_doctor.options import RunOptions
+
+    async def settle(pilot):
+        await pilot.pause(0.5)  # the footer recomposes once the translated bindings settle
+    assert snap_compare(app(options=RunOptions(lang="zh")), terminal_size=(80, 24),
+                        run_before=run_before_complete(settle))

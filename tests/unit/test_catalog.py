@@ -114,3 +114,34 @@ def test_english_never_loads_the_catalog():
             "assert 'gettext' not in sys.modules, 'gettext imported'\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_binding_descriptions_and_tooltips_are_extracted():
+    src = ('from textual.binding import Binding\n'
+           'B = [Binding("q", "quit", "Quit", id="quit", tooltip="Leave the app"),\n'
+           '     Binding("x", "x", description="Ex", tooltip=name)]\n')
+    assert [m for m, _ in i18n_tools.extract_source(src)] == ["Quit", "Leave the app", "Ex"]
+
+
+def test_a_bilingual_text_translates_by_picking_and_survives_a_pickle():
+    import copy
+    import pickle
+
+    from ascend_doctor.i18n import Texts
+    title = Texts({"en": "NPU out of memory", "zh": "NPU 显存不足"})
+    msg = T("{path}: matches {entry} ({title})", path="/var/log/x.log", entry="E1", title=title)
+    assert msg == "/var/log/x.log: matches E1 (NPU out of memory)"  # English as it was
+    assert tr(title, "zh") == "NPU 显存不足" and tr(title, "en") == "NPU out of memory"
+    back = pickle.loads(pickle.dumps(title))
+    assert isinstance(back, Texts) and tr(back, "zh") == "NPU 显存不足"
+    assert tr(copy.deepcopy(title), "zh") == "NPU 显存不足"
+    assert tr(Texts({"en": "only English"}), "zh") == "only English"
+
+
+def test_english_fragments_are_messages_of_their_own():
+    """A part built outside the template (the "skipped …" clause, "(and 3 more)") is a Msg,
+    so the zh report translates it inside the message that carries it."""
+    part = T("; skipped {n} of the wrong class/machine ({first})", n=2, first="/x/libacl.so")
+    msg = T("{name} needed by {who}: {skipped}", name="libacl.so", who="a.so", skipped=part)
+    assert msg == "libacl.so needed by a.so: ; skipped 2 of the wrong class/machine (/x/libacl.so)"
+    assert "跳过了 2 个类别/架构不符的文件（/x/libacl.so）" in tr(part, "zh")

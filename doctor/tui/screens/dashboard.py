@@ -9,7 +9,9 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, OptionList
 
+from ...i18n import N_, tt
 from ...model import Finding
+from ..lang import localize_tree
 from ..state import CheckRow, RunState
 from ..widgets.checklist import CheckList
 from ..widgets.findings import FindingsList
@@ -18,7 +20,7 @@ from ..widgets.live import LivePanel
 
 
 class DashboardScreen(Screen):
-    BINDING_GROUP_TITLE = "Dashboard"
+    BINDING_GROUP_TITLE = N_("Dashboard")
     BINDINGS = [
         Binding("enter", "app.detail", "Details", id="detail",
                 tooltip="Open the selected finding: cause, steps, evidence"),
@@ -41,8 +43,8 @@ class DashboardScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="✚")
         yield InfoBar(id="info")
-        yield Input(placeholder="filter: words in id, category, status, message (enter keeps, "
-                                "escape clears)", id="filter")
+        yield Input(placeholder=tt(self._lang, "filter: words in id, category, status, message "
+                                               "(enter keeps, escape clears)"), id="filter")
         with Horizontal(id="panes"):
             yield CheckList(id="checks")
             yield FindingsList(id="findings")
@@ -51,8 +53,9 @@ class DashboardScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
-        self.query_one("#checks", CheckList).border_title = "Checks"
-        self.query_one("#findings", FindingsList).border_title = "Findings"
+        localize_tree(self, self._lang)
+        self.query_one("#checks", CheckList).border_title = tt(self._lang, "Checks")
+        self.query_one("#findings", FindingsList).border_title = tt(self._lang, "Findings")
         self.query_one("#live").display = bool(getattr(self.app, "live_enabled", True))
         self.query_one("#checks").focus()
 
@@ -64,6 +67,18 @@ class DashboardScreen(Screen):
         if footer.show_command_palette != wide:
             footer.show_command_palette = wide
             footer.refresh(recompose=True)  # the reactive alone does not redraw the keys
+
+    @property
+    def _lang(self) -> str:
+        return getattr(self.app, "lang", "en")
+
+    def refresh_lang(self) -> None:
+        """Everything this screen shows, again in the app's (new) language."""
+        localize_tree(self, self._lang)
+        self.query_one("#filter", Input).placeholder = tt(
+            self._lang, "filter: words in id, category, status, message (enter keeps, "
+                        "escape clears)")
+        self.refresh_state()
 
     # -- model → view ------------------------------------------------------------------
     @property
@@ -82,7 +97,8 @@ class DashboardScreen(Screen):
         row = self.selected_row()
         # the group header scrolls away above a long group: the pane title keeps the category
         self.query_one("#checks", CheckList).border_title = (
-            f"Checks · {row.category.value}" if row is not None else "Checks")
+            tt(self._lang, "Checks · {category}", category=row.category.value) if row is not None
+            else tt(self._lang, "Checks"))
         self.query_one("#findings", FindingsList).show_row(row)
 
     def selected_row(self) -> CheckRow | None:

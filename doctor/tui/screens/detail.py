@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Markdown, Pretty, Static
 
-from ...i18n import tr
+from ...i18n import N_, tr, tt
 from ...model import Finding
 from ..state import CheckRow
 from ..widgets.render import status_piece
@@ -49,7 +49,7 @@ def kb_markdown(finding: Finding, lang: str) -> str:
 
 
 class DetailScreen(Screen):
-    BINDING_GROUP_TITLE = "Finding"
+    BINDING_GROUP_TITLE = N_("Finding")
     BINDINGS = [
         Binding("escape", "app.back", "Back", id="back", tooltip="Back to the dashboard"),
         Binding("f", "app.fix", "Fix", id="detail-fix",
@@ -66,24 +66,27 @@ class DetailScreen(Screen):
         yield Header(show_clock=False, icon="✚")
         with VerticalScroll(id="detail-body"):
             yield Static(Content.assemble(status_piece(f.status.value), " ",
-                                          status_piece(f.status.value, f.status.value.upper()),
+                                          status_piece(f.status.value, f.status.value.upper()
+                                                       if lang == "en" else tr(f.status.value, lang)),
                                           " ", (r.id, "bold"), " — ", tr(r.title, lang)),
                          id="d-title")
-            meta = [("severity ", "$text-muted"), f.severity.value,
-                    ("   category ", "$text-muted"), (f.category or r.category).value]
+            meta = [(tt(lang, "severity") + " ", "$text-muted"), tr(f.severity.value, lang),
+                    ("   " + tt(lang, "category") + " ", "$text-muted"),
+                    (f.category or r.category).value]
             if f.subject:
-                meta += [("   subject ", "$text-muted"), f.subject]
+                meta += [("   " + tt(lang, "subject") + " ", "$text-muted"), tr(f.subject, lang)]
             if f.fix:
-                meta += [("   fix ", "$text-muted"), (f.fix.id, "$accent"), " (f)"]
+                meta += [("   " + tt(lang, "fix") + " ", "$text-muted"), (f.fix.id, "$accent"),
+                         " (f)"]
             yield Static(Content.assemble(*meta), id="d-meta")
             yield Static(Content(tr(f.message, lang)), id="d-message")
-            yield Static(Content.assemble(("Knowledge base", "bold"),
+            yield Static(Content.assemble((tt(lang, "Knowledge base"), "bold"),
                                           ("  (l: 中文 / English)", "$text-muted")),
                          classes="d-heading")
             yield Markdown(kb_markdown(f, self.app.lang), id="d-kb")  # type: ignore[attr-defined]
-            yield Static(Content.assemble(("Evidence", "bold")), classes="d-heading")
+            yield Static(Content.assemble((tt(lang, "Evidence"), "bold")), classes="d-heading")
             yield Pretty(dict(f.evidence), id="d-evidence")
-            yield Static(Content.assemble(("Raw evidence (JSON)", "bold")), classes="d-heading")
+            yield Static(Content.assemble((tt(lang, "Raw evidence (JSON)"), "bold")), classes="d-heading")
             yield Static(json.dumps(dict(f.evidence), indent=2, ensure_ascii=False, default=str),
                          id="d-raw", markup=False)
         yield Footer()

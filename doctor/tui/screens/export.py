@@ -9,6 +9,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
+from ...i18n import tt
+
 
 class ExportScreen(ModalScreen["tuple[str, str] | None"]):
     BINDINGS = [
@@ -26,12 +28,13 @@ class ExportScreen(ModalScreen["tuple[str, str] | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog small", id="export-dialog"):
-            yield Static("Export the report to the directory:", classes="dialog-title")
+            lang = getattr(self.app, "lang", "en")
+            yield Static(tt(lang, "Export the report to the directory:"), classes="dialog-title")
             yield Input(self.directory, id="export-dir")
             with Horizontal(classes="buttons"):
-                yield Button("JSON (j)", id="export-json-btn")
-                yield Button("Markdown (m)", id="export-md-btn")
-                yield Button("Bundle (b)", id="export-bundle-btn")
+                yield Button(tt(lang, "JSON (j)"), id="export-json-btn")
+                yield Button(tt(lang, "Markdown (m)"), id="export-md-btn")
+                yield Button(tt(lang, "Bundle (b)"), id="export-bundle-btn")
 
     def on_mount(self) -> None:
         self.query_one("#export-json-btn").focus()

@@ -13,8 +13,17 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Markdown, Static
 
+from ...i18n import tr, tt
 from ..fixflow import Applied, PlanView
 from ..widgets.render import diff_content, status_piece
+
+
+def _lang(screen: ModalScreen) -> str:
+    """The app's language (a screen built outside an app, as in a unit test: English)."""
+    try:
+        return getattr(screen.app, "lang", "en")
+    except Exception:  # noqa: BLE001 (no active app)
+        return "en"
 
 
 class FixPlanScreen(ModalScreen[bool]):
@@ -31,34 +40,37 @@ class FixPlanScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         p = self.plan
+        lang = _lang(self)
         with Vertical(classes="dialog", id="plan-dialog"):
-            yield Static(Content.assemble(("Plan ", "bold"), (p.recipe_id, "$accent bold"),
+            yield Static(Content.assemble((tt(lang, "Plan "), "bold"), (p.recipe_id, "$accent bold"),
                                           " — ", p.title), classes="dialog-title")
             with VerticalScroll(id="plan-body"):
                 if p.risks:
-                    yield Static(Content.assemble(status_piece("warn"), (" risk: ", "bold"),
-                                                  ", ".join(p.risks)), id="plan-risks")
+                    yield Static(Content.assemble(status_piece("warn"), (" " + tt(lang, "risk: "), "bold"),
+                                                  ", ".join(tr(r, lang) for r in p.risks)), id="plan-risks")
                 for d in p.diffs:
-                    yield Static(Content.assemble(("edit ", "bold"), d.path or "(file)"),
+                    yield Static(Content.assemble((tt(lang, "edit "), "bold"),
+                                                  d.path or tt(lang, "(file)")),
                                  classes="plan-heading")
                     yield Static(diff_content(d.diff), classes="plan-diff")
                 if p.commands:
-                    yield Static(Content.assemble(("commands", "bold")), classes="plan-heading")
+                    yield Static(Content.assemble((tt(lang, "commands"), "bold")), classes="plan-heading")
                     yield Static("\n".join("$ " + shlex.join(c) for c in p.commands),
                                  classes="plan-commands", markup=False)
                 if p.manual:
-                    yield Static(Content.assemble(("by hand (not automated)", "bold")),
+                    yield Static(Content.assemble((tt(lang, "by hand (not automated)"), "bold")),
                                  classes="plan-heading")
                     yield Static("\n".join(f"{i}. {m}" for i, m in enumerate(p.manual, 1)),
                                  markup=False)
                 for n in p.notes:
-                    yield Static(Content.assemble(status_piece("info"), " ", n))
+                    yield Static(Content.assemble(status_piece("info"), " ", tr(n, lang)))
                 if not p.automatic:
-                    yield Static("Nothing to apply automatically: follow the steps above.")
+                    yield Static(tt(lang, "Nothing to apply automatically: follow the steps "
+                                          "above."))
             with Horizontal(classes="buttons"):
-                yield Button("Apply… (a)", id="plan-go", variant="warning",
+                yield Button(tt(lang, "Apply… (a)"), id="plan-go", variant="warning",
                              disabled=not p.automatic)
-                yield Button("Cancel (esc)", id="plan-no")
+                yield Button(tt(lang, "Cancel (esc)"), id="plan-no")
 
     @on(Button.Pressed, "#plan-go")
     def action_proceed(self) -> None:
@@ -84,8 +96,8 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical(classes="dialog small", id="confirm-dialog"):
             yield Static(self.question, id="confirm-question", markup=False)
             with Horizontal(classes="buttons"):
-                yield Button("Yes, apply (y)", id="confirm-go", variant="error")
-                yield Button("No (esc)", id="confirm-stop")
+                yield Button(tt(_lang(self), "Yes, apply (y)"), id="confirm-go", variant="error")
+                yield Button(tt(_lang(self), "No (esc)"), id="confirm-stop")
 
     @on(Button.Pressed, "#confirm-go")
     def action_yes(self) -> None:
@@ -111,18 +123,22 @@ class FixResultScreen(ModalScreen[str]):
         self.undone = undone
 
     def compose(self) -> ComposeResult:
+        lang = _lang(self)
         with Vertical(classes="dialog small", id="result-dialog"):
-            yield Static(Content.assemble(("Undone" if self.undone else "Applied", "bold"),
-                                          ": ", self.applied.message), id="result-applied")
+            yield Static(Content.assemble((tt(lang, "Undone") if self.undone
+                                           else tt(lang, "Applied"), "bold"),
+                                          ": ", tr(self.applied.message, lang)),
+                         id="result-applied")
             if self.applied.journal_id:
-                yield Static(Content.assemble(("journal ", "$text-muted"),
+                yield Static(Content.assemble((tt(lang, "journal "), "$text-muted"),
                                               self.applied.journal_id))
-            yield Static(Content.assemble(("verify: ", "bold"), status_piece(self.verify_state),
-                                          " ", self.verify_text), id="result-verify")
+            yield Static(Content.assemble((tt(lang, "verify: "), "bold"),
+                                          status_piece(self.verify_state), " ",
+                                          tr(self.verify_text, lang)), id="result-verify")
             with Horizontal(classes="buttons"):
                 if not self.undone and self.applied.journal_id:
-                    yield Button("Undo (u)", id="result-undo", variant="warning")
-                yield Button("Close (esc)", id="result-close-btn")
+                    yield Button(tt(lang, "Undo (u)"), id="result-undo", variant="warning")
+                yield Button(tt(lang, "Close (esc)"), id="result-close-btn")
 
     @on(Button.Pressed, "#result-undo")
     def action_undo(self) -> None:
@@ -144,13 +160,13 @@ class FixUnavailableScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="unavailable-dialog"):
-            yield Static(Content.assemble(status_piece("skip"), (" No automatic fix", "bold")),
+            yield Static(Content.assemble(status_piece("skip"), (" " + tt(_lang(self), "No automatic fix"), "bold")),
                          classes="dialog-title")
             yield Static(self.reason, id="unavailable-reason", markup=False)
             with VerticalScroll(id="unavailable-body"):
                 yield Markdown(self.steps_markdown)
             with Horizontal(classes="buttons"):
-                yield Button("Close (esc)", id="unavailable-ok")
+                yield Button(tt(_lang(self), "Close (esc)"), id="unavailable-ok")
 
     @on(Button.Pressed, "#unavailable-ok")
     def action_close(self) -> None:

@@ -8,20 +8,23 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
-START = """\
+from ...i18n import N_, tr, tt
+
+START = N_("""\
 **Start here.** The third line of the dashboard names the worst finding. Press **w** to
 jump to it, **enter** to read why (cause and numbered steps from the knowledge base,
 **l** switches 中文/English), **f** to see the fix plan, confirm, and check the result;
 **u** undoes the last fix. **ctrl+p** lists every action.
-"""
+""")
 
 
-def bindings_markdown(groups: list[tuple[str, list[Binding]]]) -> str:
-    lines = [START, "", "| key | action | id |", "|---|---|---|"]
+def bindings_markdown(groups: list[tuple[str, list[Binding]]], lang: str = "en") -> str:
+    lines = [tr(START, lang), "", tt(lang, "| key | action | id |"), "|---|---|---|"]
     for title, bindings in groups:
         for b in bindings:
             key = b.key_display or b.key
-            lines.append(f"| `{key}` | {b.description} — {b.tooltip} ({title}) | {b.id} |")
+            lines.append(f"| `{key}` | {tr(b.description, lang)} — {tr(b.tooltip, lang)} "
+                         f"({tr(title, lang)}) | {b.id} |")
     return "\n".join(lines)
 
 

@@ -7,24 +7,24 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from ...i18n import tr
+from ...i18n import tr, tt
 from ...model import Finding
 from ..state import CheckRow
 from .render import status_piece
 
 
 def finding_prompt(f: Finding, lang: str = "en") -> Content:
-    head = [status_piece(f.status.value), " ", status_piece(f.status.value,
-                                                            f.status.value.upper())]
+    word = f.status.value.upper() if lang == "en" else tr(f.status.value, lang)
+    head = [status_piece(f.status.value), " ", status_piece(f.status.value, word)]
     if f.severity.value != "none":
-        head += [" · ", (f.severity.value, "italic")]
+        head += [" · ", (tr(f.severity.value, lang), "italic")]
     if f.subject:
         head += [" · ", (f.subject, "bold")]
     tail: list[tuple[str, str] | str] = []
     if f.kb:
         tail += [("  kb ", "$text-muted"), ", ".join(f.kb)]
     if f.fix:
-        tail += [("  fix ", "$text-muted"), (f.fix.id, "$accent")]
+        tail += [("  " + tt(lang, "fix") + " ", "$text-muted"), (f.fix.id, "$accent")]
     lines = [Content.assemble(*head), Content("  " + tr(f.message, lang))]
     if tail:
         lines.append(Content.assemble(*tail))
@@ -40,7 +40,7 @@ class FindingsList(OptionList):
     def show_row(self, row: CheckRow | None) -> None:
         self.clear_options()
         if row is None:
-            self.border_title = "Findings"
+            self.border_title = tt(getattr(self.app, "lang", "en"), "Findings")
             return
         lang = getattr(self.app, "lang", "en")
         self.border_title = f"{row.id} — {tr(row.title, lang)}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
+from ...i18n import tr, tt
 from ..state import RunState
 from .render import status_piece
 
@@ -23,6 +24,7 @@ def top_versions(versions: dict[str, str], limit: int = 6) -> dict[str, str]:
 
 class InfoBar(Static):
     def show_state(self, state: RunState, error: str | None = None) -> None:
+        lang = getattr(self.app, "lang", "en")
         h = state.host
         where = [(h.hostname or "…", "bold") if h else ("…", "bold"), " · ",
                  (state.context or "…", "$accent bold")]
@@ -35,10 +37,11 @@ class InfoBar(Static):
         counts = state.summary()
         summary: list[tuple[str, str] | str] = []
         for s in _SUMMARY:
-            summary += [status_piece(s), f" {counts.get(s, 0)} {s}   "]
+            summary += [status_piece(s), f" {counts.get(s, 0)} {tr(s, lang)}   "]
         total = len(state.rows)
         done = state.done_count()
-        summary.append(("done" if state.finished else f"running {done}/{total} checks",
+        summary.append((tt(lang, "done") if state.finished else
+                        tt(lang, "running {done}/{total} checks", done=done, total=total),
                         "$text-muted" if state.finished else "$accent"))
         worst = state.worst()
         if error:
@@ -47,12 +50,14 @@ class InfoBar(Static):
             row, f = worst
             # the message right after the id: at 80 columns the key hints (also in the
             # footer) are what the ellipsis cuts, not the finding
-            third = Content.assemble(("Worst: ", "bold"), status_piece(f.status.value), " ",
-                                     (row.id, "bold"), "  ", f.message,
-                                     ("  (w go · enter why · f fix)", "$text-muted"))
+            third = Content.assemble((tt(lang, "Worst: "), "bold"), status_piece(f.status.value),
+                                     " ", (row.id, "bold"), "  ", tr(f.message, lang),
+                                     ("  " + tt(lang, "(w go · enter why · f fix)"),
+                                      "$text-muted"))
         elif state.finished:
-            third = Content.assemble(status_piece("pass"), " nothing to fix: no warn or fail")
+            third = Content.assemble(status_piece("pass"),
+                                     " " + tt(lang, "nothing to fix: no warn or fail"))
         else:
-            third = Content("waiting for the first results…")
+            third = Content(tt(lang, "waiting for the first results…"))
         self.update(Content("\n").join([Content.assemble(*where), Content.assemble(*summary),
                                         third]))

@@ -1,0 +1,118 @@
+"""Issue 14 item 6 for the CLI: what `fix` (plan, apply, verify, undo) and `export-root` tell
+the user is Chinese under --lang zh / ASCEND_DOCTOR_LANG=zh, and English stays as it was.
+
+The detector is the zh report's (tests/integration/test_zh_report.py: three English words in a
+row outside paths, commands, identifiers and quotes); the lines of a plan's diff are file
+content, not prose, and are left out."""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import run_cli
+from tests.integration.test_zh_report import english_runs
+
+ZH = {"ASCEND_DOCTOR_LANG": "zh"}
+EN = {"ASCEND_DOCTOR_LANG": "en"}
+_DIFF = re.compile(r"^    [-+ @#]")  # a diff line of a planned edit (file content)
+
+
+def _prose(out: str) -> list[str]:
+    return [f"{ln.strip()}  <- {runs}" for ln in out.splitlines()
+            if not _DIFF.match(ln) and (runs := english_runs(ln))]
+
+
+def test_fix_apply_verify_and_undo_speak_chinese(tmp_path):
+    root = tmp_path / "overlay"
+    r = run_cli("fix", "ldconf.ascend-conf", "--demo-root", str(root), env=ZH)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("修复计划 ldconf.ascend-conf：")
+    assert "（试运行：未做任何改动；加 --apply 才会执行）" in r.stdout
+    assert "风险：需要 root：写入 /etc/ld.so.conf.d/ascend.conf、写入 /etc/ld.so.conf、运行 ldconfig" \
+        in r.stdout
+    assert not _prose(r.stdout), "\n".join(_prose(r.stdout))
+
+    r = run_cli("fix", "ldconf.ascend-conf", "--demo-root", str(root), "--apply", "--yes", env=ZH)
+    # exit 5: applied and verified, but the change left new fails elsewhere (named)
+    assert r.returncode == 5, r.stderr
+    assert "已执行（日志 " in r.stdout and "跳过 ldconfig：诊断包不是真实机器：未运行" in r.stdout
+    assert "验证 ldconf.perms：修复前 fail，修复后 pass" in r.stdout
+    assert "本次修复导致新的 fail：ldconf.cache（pass -> fail）" in r.stdout
+    assert not _prose(r.stdout), "\n".join(_prose(r.stdout))
+
+    r = run_cli("fix", "--undo", "--demo-root", str(root), env=ZH)
+    assert r.returncode == 0, r.stderr
+    assert re.match(rf"已在 {re.escape(str(root))} 上撤销 \S+（ldconf.ascend-conf）：恢复了 ",
+                    r.stdout), r.stdout
+
+
+def test_fix_in_english_is_unchanged(tmp_path):
+    root = tmp_path / "overlay"
+    r = run_cli("fix", "ldconf.ascend-conf", "--demo-root", str(root), env=EN)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("plan ldconf.ascend-conf: ")
+    assert ("\n  risk: needs root: writing /etc/ld.so.conf.d/ascend.conf, writing "
+            "/etc/ld.so.conf, running ldconfig\n  verified by check: ldconf.perms\n\n"
+            "(dry run: nothing changed; add --apply to apply it)\n") in r.stdout
+    assert "    $ ldconfig -r " in r.stdout and "   # rebuild /etc/ld.so.cache\n" in r.stdout
+
+
+def test_fix_usage_errors_follow_the_language(tmp_path):
+    r = run_cli("fix", "ldconf.ascend-conf", "--param", "novalue", "--demo-root",
+                str(tmp_path / "o"), env=ZH)
+    assert r.returncode == 2
+    assert "--param 'novalue'：应为 KEY=VALUE 形式" in r.stderr, r.stderr
+    r = run_cli("fix", "ldconf.ascend-conf", "--param", "novalue", "--demo-root",
+                str(tmp_path / "o"), env=EN)
+    assert "--param 'novalue': expected KEY=VALUE" in r.stderr, r.stderr
+
+
+def test_export_root_reports_in_chinese(tmp_path):
+    r = run_cli("export-root", str(tmp_path / "root"), env=ZH)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^已在 \S+ 下写入 \d+ 个文件、\d+ 个目录", r.stderr, re.M), r.stderr
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "x").write_text("x")
+    r = run_cli("export-root", str(busy), env=ZH)
+    assert r.returncode == 2 and f"{busy} 不是空目录" in r.stderr, r.stderr
+
+
+def test_fleet_and_diff_label_in_chinese(tmp_path):
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    r = run_cli("demo", "--export", str(bundles / "node1.tar.gz"), env=EN)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("fleet", str(bundles), env=ZH)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "集群：读取了 1 个节点"
+    assert lines[1] == "结果分组（1 组；失败检查相同的节点为一组）："
+    assert lines[2].startswith("  A: 1 个节点，多数：node1")
+    assert "所有节点的结果相同" in lines
+    one = str(bundles / "node1.tar.gz")
+    r = run_cli("diff", one, one, env=ZH)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == ("检查结果、版本、ld.so.conf、npu-smi、启动参数、sysctl "
+                                         "和环境变量均无差异")
+    en = run_cli("diff", one, one, env=EN)
+    assert en.stdout.splitlines()[-1] == ("no differences in check results, versions, "
+                                          "ld.so.conf, npu-smi, launch flags, sysctls or "
+                                          "environment")
+    (tmp_path / "empty").mkdir()
+    r = run_cli("fleet", str(tmp_path / "empty"), env=ZH)
+    assert r.returncode == 2 and "中没有诊断包（*.tar.gz、*.tgz、*.tar）" in r.stderr, r.stderr
+
+
+def test_triage_kb_and_exporter_messages_in_chinese(tmp_path):
+    log = tmp_path / "rank0.log"
+    log.write_text("RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB\n")
+    r = run_cli("triage", str(log), env=ZH)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"（得分 [0-9.]+）$", r.stdout.splitlines()[0]), r.stdout
+    assert "     第 1 行：“RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB”" in r.stdout
+    assert "     详情：ascend-doctor explain " in r.stdout
+    r = run_cli("explain", "no-such-entry-at-all", env=ZH)
+    assert r.returncode == 2 and "知识库中没有条目 'no-such-entry-at-all'" in r.stderr, r.stderr
+    r = run_cli("exporter", "--demo", "--interval", "0", env=ZH)
+    assert r.returncode == 2 and "--interval 0：必须大于 0 秒" in r.stderr, r.stderr
