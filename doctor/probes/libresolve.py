@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
 from ..inputs import user_files
+from ..i18n import T, join
 from ..options import RunOptions
 from ..registry import provider
 from .elf import ElfHeader, ElfInfo, parse_elf, parse_elf_header
@@ -406,12 +407,13 @@ def torch_preload(host: Host, pkgs: Packages | None) -> tuple[tuple[str, ...], d
         pre = tuple(posixpath.join(libdir, n) for n in TORCH_SONAMES
                     if host.exists(posixpath.join(libdir, n)))
         if pre:
-            return pre, {}, (f"torch {torch.version} is installed: {', '.join(TORCH_SONAMES)} "
-                             f"pre-loaded from {libdir} (as `import torch` does first)")
-    why = "provided by torch (not installed here: `import torch` would load it first)"
-    return (), {n: why for n in TORCH_SONAMES}, (
-        "torch is not installed in this interpreter: " + ", ".join(TORCH_SONAMES)
-        + " are counted as provided by torch")
+            return pre, {}, T("torch {version} is installed: {libs} pre-loaded from {libdir} "
+                              "(as `import torch` does first)", version=torch.version,
+                              libs=", ".join(TORCH_SONAMES), libdir=libdir)
+    why = T("provided by torch (not installed here: `import torch` would load it first)")
+    return (), {n: why for n in TORCH_SONAMES}, T(
+        "torch is not installed in this interpreter: {libs} are counted as provided by torch",
+        libs=", ".join(TORCH_SONAMES))
 
 
 HOST_MACHINES = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64", "arm64": "EM_AARCH64"}
@@ -484,14 +486,16 @@ def resolve_targets(host: Host, targets: list[tuple[str, str]], env: ServiceEnv,
         h = res.header(t)
         if isinstance(h, ElfHeader) and (h.machine != machine):
             closures.append(Closure(t, (), (), None, pkg,
-                                    foreign=f"built for {h.machine}, this host is {machine}: "
-                                            "not loaded by the host's ld.so"))
+                                    foreign=T("built for {elf}, this host is {host}: not "
+                                              "loaded by the host's ld.so", elf=h.machine,
+                                              host=machine)))
             continue
         inside = _canon(pkg) in IMPORT_ORDER
         closures.append(res.closure(t, preload_for(pkg, t, stages), provided if inside else {},
                                     pkg))
-    note += ("; each extension is resolved after what `import torch`, `import torch_npu`, "
-             "`import vllm_ascend` load before it (a loaded soname is reused)")
+    note = join("; ", [note, T("each extension is resolved after what `import torch`, "
+                               "`import torch_npu`, `import vllm_ascend` load before it (a "
+                               "loaded soname is reused)")])
     return LibResolution(tuple(closures), env.source, llp, dirs,
                          cache.source if cache is not None else None, note, env.pid)
 

@@ -8,15 +8,12 @@ identifiers, check ids, versions or units (anything with a digit, ``/``, ``_``, 
 ``=``, ``:`` inside, ``<``/``>``, ``*``). CJK characters and full-width punctuation end a run,
 so "ldconfig 时会" is not a sentence.
 
-Residue: the messages of the check another helper is rewriting (checks/service.py) are not
-translated yet. Their lines are allowed by check id in ``PENDING`` — narrowly: a line is excused only when it belongs to a
-finding of one of those checks (the line starts with, or continues, ``<check id>:``). The lead
-empties ``PENDING`` after merging their templates; the test then covers everything.
+No allowlist: every finding message, label and skip text of the demo report is in the
+catalog (``python -m ascend_doctor.i18n_tools check`` says which msgid lacks zh).
 """
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 from pathlib import Path
@@ -26,15 +23,6 @@ import pytest
 from tests.conftest import run_cli
 
 GOLDEN = Path(__file__).with_name("golden") / "demo_zh.txt"
-
-# check ids whose messages other helpers own (issue 14 round: they use T(); the lead
-# translates their templates at merge and removes this allowlist)
-PENDING = ("service.",)
-# the search-order notes doctor/probes/libresolve.py writes into libacl.resolve's "tried in
-# order" list (another helper owns that probe; the lead translates them at merge): excused
-# as these exact runs only, never the whole finding
-FOREIGN_RUNS = frozenset({"does first); each", "extension is resolved after what",
-                          "loaded soname is reused)"})
 
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
 # literal text a translation quotes: commands in backticks, log lines in quotes
@@ -99,14 +87,14 @@ def mask_quoted(report: str) -> str:
     return _QUOTED.sub(lambda m: re.sub(r"[^\n]", "|", m.group()), report)
 
 
-def untranslated(report: str, pending: tuple[str, ...] = PENDING,
-                 foreign: frozenset[str] = FOREIGN_RUNS) -> list[str]:
+def untranslated(report: str, pending: tuple[str, ...] = ()) -> list[str]:
+    """Lines with an English sentence, except in findings of the ``pending`` check ids."""
     lines = report.splitlines()
     masked = mask_quoted(report).splitlines()
     bad = []
     for ln, shown, owner in zip(masked, lines, owners(lines)):
-        runs = [r for r in english_runs(ln) if r not in foreign]
-        if runs and not (owner and owner.startswith(pending)):
+        runs = english_runs(ln)
+        if runs and not (pending and owner and owner.startswith(pending)):
             bad.append(f"{owner or '-'}: {shown.strip()}  <- {runs}")
     return bad
 
@@ -146,18 +134,6 @@ def zh_reports():
 def test_the_zh_demo_report_has_no_untranslated_english_sentence(zh_reports, extra):
     bad = untranslated(zh_reports[extra])
     assert not bad, "untranslated English in the zh report:\n" + "\n".join(bad)
-
-
-def test_the_allowlist_excuses_only_the_pending_checks(zh_reports):
-    """Without the allowlists the residue is exactly lines of the pending checks and the
-    libresolve notes inside libacl.resolve."""
-    residue = untranslated(zh_reports[("-v",)], pending=(), foreign=frozenset())
-    assert residue  # until the lead merges their templates
-    for line in residue:
-        owner = line.split(":", 1)[0]
-        assert owner.startswith(PENDING) or (
-            owner == "libacl.resolve" and set(ast.literal_eval(line.rsplit("  <- ", 1)[1])) <= FOREIGN_RUNS
-        ), line
 
 
 def test_lang_zh_cn_in_the_environment_selects_chinese():
