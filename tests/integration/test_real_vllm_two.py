@@ -131,22 +131,33 @@ def _p99_bucket_bounds(buckets: dict[float, float]) -> tuple[float, float]:
 def test_load_p99_from_the_real_histograms_kv_usage_and_preemptions(cli, two):
     a, _ = two
     statuses: list[int] = []
-    t = threading.Thread(target=lambda: statuses.extend(_load(a, n=32, threads=8,
-                                                              max_tokens=128)))
+    seen = threading.Event()  # the check saw the server busy: no further rounds
+
+    def rounds() -> None:
+        # rounds of 32 requests, 8 at a time, until the check has seen the load (at most 4:
+        # on a loaded machine one round can finish between two of the check's scrapes)
+        for _ in range(4):
+            statuses.extend(_load(a, n=32, threads=8, max_tokens=128))
+            if seen.is_set():
+                return
+
+    t = threading.Thread(target=rounds)
     t.start()
     try:
         busy = []
-        for _ in range(20):  # while the load runs: KV usage above 0, requests running
+        for _ in range(40):  # while the load runs: KV usage above 0, requests running
             m = _findings(_doc(cli, a, "--only", "service.metrics"), "service.metrics")
             ev = next(f["evidence"] for f in m if "kv_cache_usage" in f["evidence"])
             busy.append(ev)
             if ev["kv_cache_usage"] and ev["kv_cache_usage"] > 0 and ev["running"]:
+                seen.set()
                 break
             if not t.is_alive():
                 break
     finally:
-        t.join(600)
-    assert statuses.count(200) == 32, statuses
+        seen.set()
+        t.join(900)
+    assert statuses and len(statuses) % 32 == 0 and statuses.count(200) == len(statuses), statuses
     assert any(e["kv_cache_usage"] and e["kv_cache_usage"] > 0 and e["running"] for e in busy), busy
     # idle now: the check's P99 is over the server's lifetime, from the same histograms
     before = _get(a.url + "/metrics").decode()

@@ -71,6 +71,8 @@ def test_real_demo_in_tmux(tmp_path):
         t("send-keys", "-t", "demo", "l")
         t.wait_for("原因")
         t("send-keys", "-t", "demo", "Escape")
+        t.wait_for("最严重")  # `l` switched the whole app, the dashboard too
+        t("send-keys", "-t", "demo", "l")
         t.wait_for("Worst:")
         t("send-keys", "-t", "demo", "q")
         deadline = time.monotonic() + 10
