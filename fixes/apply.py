@@ -163,7 +163,8 @@ def preflight(plan: Plan, ctx: FixContext) -> None:
         probe = posixpath.dirname(missing[-1] if missing else res)
         pst = confine.lstat(root, probe)
         if pst is None or not stat.S_ISDIR(pst.st_mode):
-            raise FixFailed(T("cannot write {path}: {dir} is not a directory", path=e.path, dir=probe))
+            raise FixFailed(T("cannot write {path}: {dir} is not a directory", path=e.path,
+                              dir=probe))
         try:  # a temp file in the deepest existing directory, through the same walk
             with confine.parent(root, posixpath.join(probe, "x")) as (fd, _):
                 tmp = f".ascend-doctor-probe.{os.getpid()}"

@@ -56,7 +56,8 @@ def hosts_pin(ctx: FixContext, params: dict) -> Plan:
     try:
         ipaddress.ip_address(str(addr))
     except ValueError:
-        raise UsageError(T("dns.hosts-pin: {value} is not an IP address", value=repr(addr))) from None
+        raise UsageError(T("dns.hosts-pin: {value} is not an IP address",
+                           value=repr(addr))) from None
     if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", str(host)):
         raise UsageError(T("dns.hosts-pin: {value} is not a host name", value=repr(host)))
     plan = Plan("dns.hosts-pin", "Pin the service hostname in /etc/hosts", params, verify=verify)

@@ -195,3 +195,17 @@ def test_kb_lint_speaks_chinese():
     assert re.fullmatch(r"\d+ 个文件，\d+ 行语料，0 个问题\n", r.stderr), r.stderr
     r = run_cli("kb", "lint", "--lang", "en")
     assert re.fullmatch(r"\d+ files, \d+ corpus lines, 0 problems\n", r.stderr), r.stderr
+
+
+def test_kb_lint_problems_in_chinese(tmp_path):
+    bad = tmp_path / "site.toml"
+    bad.write_text('[[entry]]\nid = "X"\nsources = ["seed:notes"]\n', encoding="utf-8")
+    r = run_cli("kb", "lint", "--lang", "zh", str(bad))
+    assert r.returncode == 1
+    assert "site.toml：X：缺少字段 'title'" in r.stdout.splitlines()
+    assert "site.toml：X.sources：'seed:notes' 不是公开来源（应以 ('https://', 'doc:', 'man:') " \
+        "之一开头）" in r.stdout.splitlines(), r.stdout
+    assert not untranslated(r.stdout), "\n".join(untranslated(r.stdout))
+    en = run_cli("kb", "lint", "--lang", "en", str(bad))
+    assert "site.toml: X: missing field 'title'" in en.stdout.splitlines()
+    assert "site.toml: X: id is not of the form ASC-<DOMAIN>-NNN" in en.stdout.splitlines()
