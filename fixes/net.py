@@ -60,7 +60,8 @@ def hosts_pin(ctx: FixContext, params: dict) -> Plan:
                            value=repr(addr))) from None
     if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", str(host)):
         raise UsageError(T("dns.hosts-pin: {value} is not a host name", value=repr(host)))
-    plan = Plan("dns.hosts-pin", "Pin the service hostname in /etc/hosts", params, verify=verify)
+    plan = Plan("dns.hosts-pin", T("Pin the service hostname in /etc/hosts"), params,
+                verify=verify)
     cur = (ctx.read(HOSTS) or b"127.0.0.1\tlocalhost\n").decode("utf-8", "replace")
     plan.edits.append(ctx.edit(HOSTS, pin_hosts(cur, str(host), str(addr)),
                                why=T("resolve {host} without a DNS query per request", host=host)))
@@ -82,7 +83,7 @@ def tcp_ports(ctx: FixContext, params: dict) -> Plan:
         key = k if k.startswith("net.") else f"net.ipv4.{k}"
         if key in values:
             values[key] = str(v)
-    plan = Plan("sysctl.tcp-ports", "Ephemeral port range and TIME_WAIT recycling (sysctl.d)",
+    plan = Plan("sysctl.tcp-ports", T("Ephemeral port range and TIME_WAIT recycling (sysctl.d)"),
                 values, verify=verify)
     body = ("# load clients: enough ephemeral ports, TIME_WAIT reused and recycled sooner\n"
             "# (written by `ascend-doctor fix sysctl.tcp-ports`)\n"

@@ -114,7 +114,7 @@ def _service_cmdline(ctx: FixContext, params: dict) -> str | None:
                                sysroot_skip=_NO_SYSTEMD),))
 def service_env(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "libacl.resolve"
-    plan = Plan("service.env", "Give the vLLM service the environment of set_env.sh", params,
+    plan = Plan("service.env", T("Give the vLLM service the environment of set_env.sh"), params,
                 verify=verify)
     env = set_env_vars(str(params.get("toolkit") or TOOLKIT), _arch(ctx, params))
     unit = find_unit(ctx, params.get("unit"))
@@ -198,7 +198,7 @@ def launch_flags(ctx: FixContext, params: dict) -> Plan:
     for k in list(params):  # --param block-size=128 style: every other key is a flag
         if k not in ("unit", "cmdline", "flags"):
             flags["--" + k.lstrip("-").replace("_", "-")] = params.pop(k)
-    plan = Plan("service.launch-flags", "Correct the vLLM launch flags",
+    plan = Plan("service.launch-flags", T("Correct the vLLM launch flags"),
                 {**params, "flags": flags}, verify=verify)
     if not flags:
         plan.manual.append(Manual("Name the flags to set, e.g. --param block-size=128",

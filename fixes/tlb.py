@@ -35,7 +35,7 @@ def hugepages(ctx: FixContext, params: dict) -> Plan:
     if mode not in MODES:
         raise UsageError(T("tlb.hugepages: thp={value} is not one of {modes}", value=repr(mode),
                             modes=", ".join(MODES)))
-    plan = Plan("tlb.hugepages", "Transparent hugepages / hugepage pool, persistent",
+    plan = Plan("tlb.hugepages", T("Transparent hugepages / hugepage pool, persistent"),
                 {"thp": mode, **({"nr_hugepages": params["nr_hugepages"]}
                                  if params.get("nr_hugepages") else {})}, verify=verify)
     raw = ctx.read(THP)

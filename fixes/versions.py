@@ -46,7 +46,7 @@ def pins_from(pkgs) -> tuple[dict[str, str], list[str]]:
 def pip_match(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "versions.pins"
     from ascend_doctor.probes.packages import Packages
-    plan = Plan("versions.pip-match", "Reinstall torch / torch_npu as vllm-ascend pins them",
+    plan = Plan("versions.pip-match", T("Reinstall torch / torch_npu as vllm-ascend pins them"),
                 params, verify=verify)
     try:
         pkgs = ctx.fact(Packages)
