@@ -212,7 +212,10 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
             verify = row["check"]
             break
     merged.update(_params(params))
-    plan = plan_for(ctx, recipe_id, merged, verify)
+    try:
+        plan = plan_for(ctx, recipe_id, merged, verify)
+    except UsageError as exc:  # a recipe's refusal of its parameters, in the reader's language
+        raise UsageError(tr(exc.args[0], lang) if exc.args else str(exc)) from None
     if not do_apply:
         if out:
             out({"plan": plan.to_dict(lang), "target": ctx.write_root, "applied": False})
@@ -235,10 +238,10 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
     try:
         res = apply_plan(plan, ctx, factory)
     except FixRefused as exc:
-        click.echo(f"ascend-doctor: {exc}", err=True)
+        click.echo(f"ascend-doctor: {tr(exc.args[0], lang)}", err=True)
         sys.exit(exc.code)
     except FixFailed as exc:
-        click.echo(f"ascend-doctor: {exc}", err=True)
+        click.echo(f"ascend-doctor: {tr(exc.args[0], lang)}", err=True)
         sys.exit(EXIT_NO_VERDICT)
     v = res.verification
     if out:
@@ -261,7 +264,7 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
                                      result=(tt(lang, "exit {rc}", rc=c["rc"])
                                              if c.get("rc") is not None
                                              else tt(lang, "did not run")))
-                           + (f" ({c['error']})" if c.get("error") else ""))
+                           + (f" ({tr(c['error'], lang)})" if c.get("error") else ""))
         if v is not None:
             if v.note:
                 click.echo("  " + tt(lang, "verify: {note}", note=tr(v.note, lang)))

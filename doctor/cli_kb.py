@@ -13,7 +13,7 @@ import click
 
 from .cli_common import default_lang
 from .errors import DoctorError, UsageError
-from .i18n import tt
+from .i18n import N_, tr, tt
 from .redact import neutralise, redact_text
 
 VERSION_SOURCES = {"vllm_ascend": "vllm-ascend", "vllm": "vllm", "torch": "torch",
@@ -44,45 +44,44 @@ def _parse_versions(values: Iterable[str]) -> dict[str, str]:
 
 
 def render_entry(e, lang: str, versions: dict[str, str] | None) -> str:
-    zh = lang == "zh"
-    L = (lambda en, z: z if zh else en)  # noqa: E731
+    """One KB entry as text, its labels from the catalog (the entry's own texts are
+    already bilingual)."""
     out = [f"{e.id}  [{e.severity}]  {e.text('title', lang)}"]
     meta = []
     if e.aliases:
-        meta.append(L("aliases", "别名") + ": " + ", ".join(e.aliases))
+        meta.append(tt(lang, "aliases: {names}", names=", ".join(e.aliases)))
     if e.checks:
-        meta.append(L("raised by", "相关检查") + ": " + ", ".join(e.checks))
+        meta.append(tt(lang, "raised by: {checks}", checks=", ".join(e.checks)))
     if meta:
         out.append("  " + "   ".join(meta))
-    out += ["", "## " + L("Cause", "原因"), "  " + e.text("cause", lang), "",
-            "## " + L("Steps", "处理步骤")]
+    out += ["", "## " + tt(lang, "Cause"), "  " + e.text("cause", lang), "",
+            "## " + tt(lang, "Steps")]
     for i, s in enumerate(e.steps, 1):
         out.append(f"  {i}. {s.get(lang) or s.get('en', '')}")
         if s.get("cmd"):
             out.append(f"       $ {s['cmd']}")
     if e.fix:
-        out.append(f"  → " + L("automatic fix (dry run first)", "自动修复（先预览）")
-                   + f": ascend-doctor fix {e.fix}")
+        out.append("  → " + tt(lang, "automatic fix (dry run first): {cmd}",
+                               cmd=f"ascend-doctor fix {e.fix}"))
     if e.advice:
         out.append("")
         if versions:
             found = ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
             held = e.advice_for(versions, lang)
-            out.append("## " + L(f"Advice for the versions found ({found})",
-                                 f"适用于本机版本的建议（{found}）"))
-            out += [f"  - {t}" for t in held] or ["  - " + L(
-                "none of the version-specific advice applies", "没有适用于这些版本的建议")]
+            out.append("## " + tt(lang, "Advice for the versions found ({found})", found=found))
+            out += [f"  - {t}" for t in held] or ["  - " + tt(
+                lang, "none of the version-specific advice applies")]
         else:
-            out.append("## " + L("Advice by version", "按版本的建议"))
+            out.append("## " + tt(lang, "Advice by version"))
             out += [f"  - [{cond}] {t}" for cond, t in e.advice_table(lang)]
     if e.applies_to:
-        out += ["", L("Applies to", "适用范围") + ": " + ", ".join(
-            f"{k} {v}" for k, v in e.applies_to.items())]
+        out += ["", tt(lang, "Applies to: {what}", what=", ".join(
+            f"{k} {v}" for k, v in e.applies_to.items()))]
         if versions and e.applies(versions) is False:
-            out.append("  " + L("(not the versions found on this host)", "（与本机版本不符）"))
+            out.append("  " + tt(lang, "(not the versions found on this host)"))
     if e.signatures:
-        out += ["", L("Log signatures", "日志特征") + ":"] + [f"  /{s}/" for s in e.signatures]
-    out += ["", L("Sources", "来源") + ": " + "; ".join(e.sources)]
+        out += ["", tt(lang, "Log signatures:")] + [f"  /{s}/" for s in e.signatures]
+    out += ["", tt(lang, "Sources: {sources}", sources="; ".join(e.sources))]
     return "\n".join(out) + "\n"
 
 
@@ -213,7 +212,9 @@ Examples:
 @click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, exists=True),
               default=None, help="Real logs (*.txt, log after '# ---') signatures may match; "
               "default: the source tree's tests/corpus/triage when present.")
-def kb_lint(files: tuple[str, ...], corpus_dir: str | None) -> None:
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
+              help="Language [default: from LANG/LC_ALL].")
+def kb_lint(files: tuple[str, ...], corpus_dir: str | None, lang: str | None) -> None:
     """Validate knowledge files (the shipped ones by default): the schema, public sources,
     every signature matching a real line, no cause written twice, paste-safe commands."""
     import os
@@ -234,10 +235,11 @@ def kb_lint(files: tuple[str, ...], corpus_dir: str | None) -> None:
     # a contributor's file may name shipped entries
     from ascend_doctor.knowledge import load
     problems += cross_problems(todo, known_ids=load().entries if files else ())
+    lang = lang or default_lang()
     for p in problems:
-        click.echo(p)
-    click.echo(f"{len(todo)} files, {len(corpus)} corpus lines, {len(problems)} problems",
-               err=True)
+        click.echo(tr(p, lang))
+    click.echo(tt(lang, "{files} files, {lines} corpus lines, {problems} problems",
+                  files=len(todo), lines=len(corpus), problems=len(problems)), err=True)
     sys.exit(1 if problems else 0)
 
 
@@ -287,12 +289,8 @@ def _lines(source: str, split=iter) -> Iterator[str]:
 
 # what to run when no signature matched: the host's own libraries and stack explain most
 # failures a log does not name
-NEXT_STEP = {
-    "en": "next: run `ascend-doctor check --only libs` on the host, then "
-          "`ascend-doctor collect` and attach the bundle",
-    "zh": "下一步：在主机上运行 `ascend-doctor check --only libs`，再运行 "
-          "`ascend-doctor collect` 并附上诊断包",
-}
+NEXT_STEP = N_("next: run `ascend-doctor check --only libs` on the host, then "
+               "`ascend-doctor collect` and attach the bundle")
 
 
 @click.command("triage", epilog="""\b
@@ -326,8 +324,8 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int) -> None
              "steps": m.entry.steps_for(lang), "fix": m.entry.fix} for m in matches]},
             indent=2, ensure_ascii=False))
     elif not matches:
-        click.echo("no known signature matched" if lang == "en" else "未匹配到已知的错误特征")
-        click.echo(NEXT_STEP.get(lang, NEXT_STEP["en"]))
+        click.echo(tt(lang, "no known signature matched"))
+        click.echo(tr(NEXT_STEP, lang))
     else:
         for rank, m in enumerate(matches, 1):
             msg = neutralise(redact_text(m.entry.render_message(m.groups, lang)))

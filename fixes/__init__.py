@@ -12,16 +12,13 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ascend_doctor.i18n import tr
+
 _RECIPE_ATTR = "__ascend_doctor_recipe__"
-# Chinese titles of the built-in recipes (plans are printed in --lang zh too)
+# Chinese titles of recipes whose plan title is not a catalog message yet (the others'
+# plan titles are T() templates, translated from the catalog)
 TITLES_ZH = {
     "ldconf.ascend-conf": "Ascend 库写入 ascend.conf，驱动 lib64 优先",
-    "service.env": "为 vLLM 服务设置 set_env.sh 的环境变量",
-    "service.launch-flags": "修正 vLLM 启动参数",
-    "dns.hosts-pin": "在 /etc/hosts 中固定服务主机名",
-    "sysctl.tcp-ports": "临时端口范围与 TIME_WAIT 回收（sysctl.d）",
-    "versions.pip-match": "按 vllm-ascend 的约束重装 torch / torch_npu",
-    "tlb.hugepages": "透明大页 / 大页池，持久化",
 }
 # modules of the machinery, not recipes (scanning them is harmless but slower)
 _INFRA = {"plan", "apply", "journal", "context", "export"}
@@ -112,7 +109,7 @@ def plan_for(ctx: Any, fix: Any, params: dict[str, Any] | None = None,
     merged["_verify"] = check or spec.check
     plan = spec.plan(ctx, merged)
     plan.params.pop("_verify", None)
-    plan.title_zh = plan.title_zh or TITLES_ZH.get(rid, "")
+    plan.title_zh = plan.title_zh or TITLES_ZH.get(rid) or tr(plan.title, "zh")
     plan.verify = plan.verify or check or spec.check
     plan.affects = list(dict.fromkeys([*plan.affects, *spec.affects]))
     return plan

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ascend_doctor import confine
 from ascend_doctor.errors import DoctorError
 from ascend_doctor.host import norm
-from ascend_doctor.i18n import T
+from ascend_doctor.i18n import T, join
 
 from .context import FixContext
 from .journal import Journal, JournalError
@@ -90,14 +90,14 @@ def run_check_status(host_factory: Callable[[], Any] | None, options: Any, check
                      ) -> tuple[str | None, list[str], str]:
     """(worst status, messages, note) of one check on a fresh host; None when not possible."""
     if not check_id:
-        return None, [], "no check verifies this recipe"
+        return None, [], T("no check verifies this recipe")
     if host_factory is None:
-        return None, [], "no host to verify on"
+        return None, [], T("no host to verify on")
     from ascend_doctor.engine import RunConfig, run
     from ascend_doctor.registry import Registry
     reg = Registry.discover(plugins=False)
     if check_id not in reg.checks:
-        return None, [], f"cannot verify: check {check_id} is not installed"
+        return None, [], T("cannot verify: check {check} is not installed", check=check_id)
     report = run(host_factory(), options, reg, RunConfig(only=(check_id,)))
     (res,) = report.results
     return res.status.value, [T("{status}: {message}", status=f.status.value, message=f.message)
@@ -147,8 +147,8 @@ def regressions(before: dict[str, CheckState], after: dict[str, CheckState],
 def preflight(plan: Plan, ctx: FixContext) -> None:
     """Refuse before any change: root where root is needed, and every target writable."""
     if ctx.write_root == "/" and plan.needs_root and os.geteuid() != 0:
-        raise FixRefused("this fix needs root for: " + "; ".join(plan.needs_root)
-                         + " (run it with sudo, or use --root on a copy)", EXIT_NEEDS_ROOT)
+        raise FixRefused(T("this fix needs root for: {what} (run it with sudo, or use --root on "
+                           "a copy)", what=join("; ", plan.needs_root)), EXIT_NEEDS_ROOT)
     root = ctx.write_root
     for e in plan.changes:
         res = ctx.resolved(e.path)
@@ -156,13 +156,15 @@ def preflight(plan: Plan, ctx: FixContext) -> None:
             st = confine.lstat(root, res)
             missing = confine.missing_dirs(root, res)
         except DoctorError as exc:
-            raise FixFailed(f"cannot write {e.path}: {exc}; nothing was changed") from None
+            raise FixFailed(T("cannot write {path}: {reason}; nothing was changed", path=e.path,
+                              reason=exc)) from None
         if st is not None and stat.S_ISDIR(st.st_mode):
-            raise FixFailed(f"cannot write {e.path}: it is a directory")
+            raise FixFailed(T("cannot write {path}: it is a directory", path=e.path))
         probe = posixpath.dirname(missing[-1] if missing else res)
         pst = confine.lstat(root, probe)
         if pst is None or not stat.S_ISDIR(pst.st_mode):
-            raise FixFailed(f"cannot write {e.path}: {probe} is not a directory")
+            raise FixFailed(T("cannot write {path}: {dir} is not a directory", path=e.path,
+                              dir=probe))
         try:  # a temp file in the deepest existing directory, through the same walk
             with confine.parent(root, posixpath.join(probe, "x")) as (fd, _):
                 tmp = f".ascend-doctor-probe.{os.getpid()}"
@@ -170,8 +172,8 @@ def preflight(plan: Plan, ctx: FixContext) -> None:
                                  0o600, dir_fd=fd))
                 os.unlink(tmp, dir_fd=fd)
         except OSError as exc:
-            raise FixFailed(f"cannot write {e.path} ({probe}): "
-                            f"{exc.strerror or exc}; nothing was changed") from None
+            raise FixFailed(T("cannot write {path} ({dir}): {reason}; nothing was changed",
+                              path=e.path, dir=probe, reason=exc.strerror or exc)) from None
 
 
 def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | None = None
@@ -180,7 +182,7 @@ def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | No
     before, _, note = run_check_status(host_factory, ctx.options, plan.verify)
     if plan.manual_only:
         return ApplyResult("manual", verification=Verification(plan.verify, before, before,
-                                                               note=note or "manual steps only"))
+                                                               note=note or T("manual steps only")))
     if plan.already_applied:
         return ApplyResult("already-applied", verification=Verification(
             plan.verify, before, before, note=note))
@@ -218,8 +220,8 @@ def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | No
     except (OSError, DoctorError) as exc:
         journal.set_state("failed", error=str(exc))
         msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise FixFailed(f"writing failed: {msg}; undo with "
-                        f"`ascend-doctor fix --undo {journal.id}`", bool(written),
+        raise FixFailed(T("writing failed: {reason}; undo with `{cmd}`", reason=msg,
+                          cmd=f"ascend-doctor fix --undo {journal.id}"), bool(written),
                         journal.id) from None
     journal.set_state("written", written=written)
     ran = [_run(c, ctx) for c in plan.commands]
@@ -257,13 +259,13 @@ def _run(c, ctx: FixContext) -> dict[str, Any]:
         return {"argv": list(c.argv), "skipped": T("a bundle is not a machine: not run")}
     argv = c.for_root(ctx.write_root)
     if argv is None:
-        return {"argv": list(c.argv), "skipped": c.sysroot_skip or "not run in a sysroot"}
+        return {"argv": list(c.argv), "skipped": c.sysroot_skip or T("not run in a sysroot")}
     try:
         r = subprocess.run(list(argv), capture_output=True, timeout=120)
     except FileNotFoundError:
-        return {"argv": list(argv), "rc": None, "error": f"{argv[0]}: command not found"}
+        return {"argv": list(argv), "rc": None, "error": T("{cmd}: command not found", cmd=argv[0])}
     except subprocess.TimeoutExpired:
-        return {"argv": list(argv), "rc": None, "error": "timed out after 120 s"}
+        return {"argv": list(argv), "rc": None, "error": T("timed out after {n} s", n=120)}
     return {"argv": list(argv), "rc": r.returncode,
             "stderr": r.stderr.decode("utf-8", "replace")[-2000:]}
 

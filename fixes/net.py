@@ -7,6 +7,7 @@ import ipaddress
 import re
 
 from ascend_doctor.errors import UsageError
+from ascend_doctor.i18n import T
 
 from . import recipe
 from .context import FixContext
@@ -51,28 +52,30 @@ def hosts_pin(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "dns.hosts-pin"
     host, addr = params.get("hostname"), params.get("address")
     if not host or not addr:
-        raise UsageError("dns.hosts-pin needs --param hostname=NAME --param address=IP")
+        raise UsageError(T("dns.hosts-pin needs --param hostname=NAME --param address=IP"))
     try:
         ipaddress.ip_address(str(addr))
     except ValueError:
-        raise UsageError(f"dns.hosts-pin: {addr!r} is not an IP address") from None
+        raise UsageError(T("dns.hosts-pin: {value} is not an IP address",
+                           value=repr(addr))) from None
     if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", str(host)):
-        raise UsageError(f"dns.hosts-pin: {host!r} is not a host name")
-    plan = Plan("dns.hosts-pin", "Pin the service hostname in /etc/hosts", params, verify=verify)
+        raise UsageError(T("dns.hosts-pin: {value} is not a host name", value=repr(host)))
+    plan = Plan("dns.hosts-pin", T("Pin the service hostname in /etc/hosts"), params,
+                verify=verify)
     cur = (ctx.read(HOSTS) or b"127.0.0.1\tlocalhost\n").decode("utf-8", "replace")
     plan.edits.append(ctx.edit(HOSTS, pin_hosts(cur, str(host), str(addr)),
-                               why=f"resolve {host} without a DNS query per request"))
-    plan.needs_root = [f"writing {HOSTS}"]
-    plan.notes.append("run this on the load clients (jmeter machines), not on the NPU host, "
-                      "unless they are the same")
+                               why=T("resolve {host} without a DNS query per request", host=host)))
+    plan.needs_root = [T("writing {path}", path=HOSTS)]
+    plan.notes.append(T("run this on the load clients (jmeter machines), not on the NPU host, "
+                        "unless they are the same"))
     return plan
 
 
 @recipe("sysctl.tcp-ports", title="Ephemeral port range and TIME_WAIT recycling (sysctl.d)",
         check="net.tcp-ports", params=tuple(TCP_DEFAULTS), writes=(SYSCTL_DROPIN,),
         affects=("net.tcp-ports",),
-        undo_commands=(Command(("sysctl", "--system"), "reload the restored settings",
-                               sysroot_skip="a sysroot's kernel settings are not live"),))
+        undo_commands=(Command(("sysctl", "--system"), T("reload the restored settings"),
+                               sysroot_skip=T("a sysroot's kernel settings are not live")),))
 def tcp_ports(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "net.tcp-ports"
     values = dict(TCP_DEFAULTS)
@@ -80,19 +83,19 @@ def tcp_ports(ctx: FixContext, params: dict) -> Plan:
         key = k if k.startswith("net.") else f"net.ipv4.{k}"
         if key in values:
             values[key] = str(v)
-    plan = Plan("sysctl.tcp-ports", "Ephemeral port range and TIME_WAIT recycling (sysctl.d)",
+    plan = Plan("sysctl.tcp-ports", T("Ephemeral port range and TIME_WAIT recycling (sysctl.d)"),
                 values, verify=verify)
     body = ("# load clients: enough ephemeral ports, TIME_WAIT reused and recycled sooner\n"
             "# (written by `ascend-doctor fix sysctl.tcp-ports`)\n"
             + "".join(f"{k} = {v}\n" for k, v in values.items()))
-    plan.edits.append(ctx.edit(SYSCTL_DROPIN, body, 0o644, "persistent across reboots"))
+    plan.edits.append(ctx.edit(SYSCTL_DROPIN, body, 0o644, T("persistent across reboots")))
     for k, path in _PROC.items():
         raw = ctx.read(path)
         if raw is not None:
-            plan.notes.append(f"{k} is now {' '.join(raw.decode().split())}, "
-                              f"will be {values[k]}")
-    plan.commands.append(Command(("sysctl", "--system"), "load the drop-in now",
-                                 sysroot_skip="a sysroot's kernel settings are not live; the "
-                                              "drop-in takes effect when it boots"))
-    plan.needs_root = [f"writing {SYSCTL_DROPIN}", "sysctl --system"]
+            plan.notes.append(T("{key} is now {now}, will be {value}", key=k,
+                                now=" ".join(raw.decode().split()), value=values[k]))
+    plan.commands.append(Command(("sysctl", "--system"), T("load the drop-in now"),
+                                 sysroot_skip=T("a sysroot's kernel settings are not live; the "
+                                                "drop-in takes effect when it boots")))
+    plan.needs_root = [T("writing {path}", path=SYSCTL_DROPIN), "sysctl --system"]
     return plan

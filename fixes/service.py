@@ -10,6 +10,8 @@ import posixpath
 import re
 import shlex
 
+from ascend_doctor.i18n import T
+
 from . import recipe
 from .context import FixContext
 from .plan import Command, Manual, Plan
@@ -19,6 +21,8 @@ ENV_FILE = "/etc/ascend-doctor/ascend-env.sh"
 DROPIN_NAME = "ascend-env.conf"
 TOOLKIT = "/usr/local/Ascend/ascend-toolkit/latest"
 DRIVER = "/usr/local/Ascend/driver"
+# why a systemctl command is not run against a sysroot
+_NO_SYSTEMD = T("systemd of a sysroot is not running")
 SYS_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -106,11 +110,11 @@ def _service_cmdline(ctx: FixContext, params: dict) -> str | None:
         check="libacl.resolve", params=("unit", "toolkit", "arch", "cmdline"),
         affects=("libacl", "torch_npu", "config.env-knobs", "host.environment"),
         writes=(f"/etc/systemd/system/*.d/{DROPIN_NAME}", ENV_FILE),
-        undo_commands=(Command(("systemctl", "daemon-reload"), "reload the restored units",
-                               sysroot_skip="systemd of a sysroot is not running"),))
+        undo_commands=(Command(("systemctl", "daemon-reload"), T("reload the restored units"),
+                               sysroot_skip=_NO_SYSTEMD),))
 def service_env(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "libacl.resolve"
-    plan = Plan("service.env", "Give the vLLM service the environment of set_env.sh", params,
+    plan = Plan("service.env", T("Give the vLLM service the environment of set_env.sh"), params,
                 verify=verify)
     env = set_env_vars(str(params.get("toolkit") or TOOLKIT), _arch(ctx, params))
     unit = find_unit(ctx, params.get("unit"))
@@ -121,18 +125,19 @@ def service_env(ctx: FixContext, params: dict) -> Plan:
         body = ("# set_env.sh of the CANN toolkit, as systemd Environment= lines\n"
                 "# (written by `ascend-doctor fix service.env`)\n[Service]\n"
                 + "".join(f'Environment="{k}={v}"\n' for k, v in env.items()))
-        plan.edits.append(ctx.edit(dropin, body, 0o644, f"the environment {name} starts with"))
-        plan.commands += [Command(("systemctl", "daemon-reload"), "load the drop-in",
-                                  sysroot_skip="systemd of a sysroot is not running"),
-                          Command(("systemctl", "restart", name), "restart with the environment",
-                                  sysroot_skip="systemd of a sysroot is not running")]
+        plan.edits.append(ctx.edit(dropin, body, 0o644, T("the environment {unit} starts with",
+                                                              unit=name)))
+        plan.commands += [Command(("systemctl", "daemon-reload"), T("load the drop-in"),
+                                  sysroot_skip=_NO_SYSTEMD),
+                          Command(("systemctl", "restart", name), T("restart with the environment"),
+                                  sysroot_skip=_NO_SYSTEMD)]
         plan.restarts.append(name)
-        plan.needs_root = [f"writing {dropin}", f"restarting {name}"]
+        plan.needs_root = [T("writing {path}", path=dropin), T("restarting {unit}", unit=name)]
     else:
         body = ("# set_env.sh of the CANN toolkit as plain assignments\n"
                 "# (written by `ascend-doctor fix service.env`)\n"
                 + "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
-        plan.edits.append(ctx.edit(ENV_FILE, body, 0o644, "environment for the launch line"))
+        plan.edits.append(ctx.edit(ENV_FILE, body, 0o644, T("environment for the launch line")))
         cmd = _service_cmdline(ctx, params) or "python -m vllm.entrypoints.openai.api_server …"
         plan.manual.append(Manual(
             "No systemd unit runs vLLM here: start the server with this environment "
@@ -140,9 +145,9 @@ def service_env(ctx: FixContext, params: dict) -> Plan:
             "此处没有运行 vLLM 的 systemd 单元：用此环境启动服务（先停止正在运行的实例）：",
             # sourced with allexport: the file's values are shell-quoted, so they arrive exact
             f"set -a && . {shlex.quote(ENV_FILE)} && set +a && {cmd}"))
-        plan.needs_root = [f"writing {ENV_FILE}"]
-    plan.notes.append("NNAL/ATB users also need /usr/local/Ascend/nnal/atb/set_env.sh's "
-                      "variables (libatb.so)")
+        plan.needs_root = [T("writing {path}", path=ENV_FILE)]
+    plan.notes.append(T("NNAL/ATB users also need /usr/local/Ascend/nnal/atb/set_env.sh's "
+                        "variables (libatb.so)"))
     return plan
 
 
@@ -178,8 +183,8 @@ def rewrite_flags(argv: list[str], flags: dict[str, str | None]) -> list[str]:
         check="config.block-size", params=("flags", "set", "remove", "unit", "cmdline"),
         affects=("config",),
         writes=tuple(f"{d}/*.service" for d in UNIT_DIRS),
-        undo_commands=(Command(("systemctl", "daemon-reload"), "reload the restored units",
-                               sysroot_skip="systemd of a sysroot is not running"),))
+        undo_commands=(Command(("systemctl", "daemon-reload"), T("reload the restored units"),
+                               sysroot_skip=_NO_SYSTEMD),))
 def launch_flags(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "config.block-size"
     flags = dict(params.get("flags") or {})
@@ -193,7 +198,7 @@ def launch_flags(ctx: FixContext, params: dict) -> Plan:
     for k in list(params):  # --param block-size=128 style: every other key is a flag
         if k not in ("unit", "cmdline", "flags"):
             flags["--" + k.lstrip("-").replace("_", "-")] = params.pop(k)
-    plan = Plan("service.launch-flags", "Correct the vLLM launch flags",
+    plan = Plan("service.launch-flags", T("Correct the vLLM launch flags"),
                 {**params, "flags": flags}, verify=verify)
     if not flags:
         plan.manual.append(Manual("Name the flags to set, e.g. --param block-size=128",
@@ -204,20 +209,20 @@ def launch_flags(ctx: FixContext, params: dict) -> Plan:
         path, text = unit
         es = parse_exec_start(text)
         if es is None:
-            plan.notes.append(f"{path} has no ExecStart=")
+            plan.notes.append(T("{path} has no ExecStart=", path=path))
             return plan
         start, end, cmd = es
         new_cmd = shlex.join(rewrite_flags(shlex.split(cmd), flags))
         lines = text.splitlines(keepends=True)
         lines[start:end + 1] = [f"ExecStart={new_cmd}\n"]
-        plan.edits.append(ctx.edit(path, "".join(lines), why="ExecStart with corrected flags"))
+        plan.edits.append(ctx.edit(path, "".join(lines), why=T("ExecStart with corrected flags")))
         name = posixpath.basename(path)
-        plan.commands += [Command(("systemctl", "daemon-reload"), "reload the unit",
-                                  sysroot_skip="systemd of a sysroot is not running"),
-                          Command(("systemctl", "restart", name), "restart with the new flags",
-                                  sysroot_skip="systemd of a sysroot is not running")]
+        plan.commands += [Command(("systemctl", "daemon-reload"), T("reload the unit"),
+                                  sysroot_skip=_NO_SYSTEMD),
+                          Command(("systemctl", "restart", name), T("restart with the new flags"),
+                                  sysroot_skip=_NO_SYSTEMD)]
         plan.restarts.append(name)
-        plan.needs_root = [f"writing {path}", f"restarting {name}"]
+        plan.needs_root = [T("writing {path}", path=path), T("restarting {unit}", unit=name)]
     else:
         cmd = _service_cmdline(ctx, params)
         if not cmd:
@@ -227,7 +232,7 @@ def launch_flags(ctx: FixContext, params: dict) -> Plan:
                                       "给出启动命令"))
             return plan
         new_cmd = shlex.join(rewrite_flags(shlex.split(cmd), flags))
-        plan.notes.append(f"current launch line: {cmd}")
+        plan.notes.append(T("current launch line: {cmd}", cmd=cmd))
         plan.manual.append(Manual("Restart vLLM with the corrected launch line:",
                                   "用修正后的启动命令重启 vLLM：", new_cmd))
     bs = str(flags.get("--block-size") or "")
@@ -237,7 +242,8 @@ def launch_flags(ctx: FixContext, params: dict) -> Plan:
             va = ctx.fact(Packages).version("vllm-ascend")
         except Exception:
             va = None
-        plan.notes.append(
-            f"vllm-ascend {va or '≥ 0.9.1'} forces block size 128 when prefix caching or "
-            f"chunked prefill is on; --block-size {bs} only holds with both disabled")
+        plan.notes.append(T(
+            "vllm-ascend {version} forces block size 128 when prefix caching or "
+            "chunked prefill is on; --block-size {bs} only holds with both disabled",
+            version=va or "≥ 0.9.1", bs=bs))
     return plan

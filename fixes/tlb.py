@@ -4,6 +4,7 @@ tmpfiles.d / sysctl.d; the kernel command line is shown as a manual alternative.
 from __future__ import annotations
 
 from ascend_doctor.errors import UsageError
+from ascend_doctor.i18n import T
 
 from . import recipe
 from .context import FixContext
@@ -26,30 +27,32 @@ def current_mode(text: str) -> str | None:
 @recipe("tlb.hugepages", title="Transparent hugepages / hugepage pool, persistent",
         check="tlb.hugepages", params=("thp", "nr_hugepages"), writes=(TMPFILES, SYSCTL),
         affects=("tlb",),
-        undo_commands=(Command(("sysctl", "--system"), "reload the restored settings",
-                               sysroot_skip="a sysroot's kernel settings are not live"),))
+        undo_commands=(Command(("sysctl", "--system"), T("reload the restored settings"),
+                               sysroot_skip=T("a sysroot's kernel settings are not live")),))
 def hugepages(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "tlb.hugepages"
     mode = str(params.get("thp") or "always")
     if mode not in MODES:
-        raise UsageError(f"tlb.hugepages: thp={mode!r} is not one of {', '.join(MODES)}")
-    plan = Plan("tlb.hugepages", "Transparent hugepages / hugepage pool, persistent",
+        raise UsageError(T("tlb.hugepages: thp={value} is not one of {modes}", value=repr(mode),
+                            modes=", ".join(MODES)))
+    plan = Plan("tlb.hugepages", T("Transparent hugepages / hugepage pool, persistent"),
                 {"thp": mode, **({"nr_hugepages": params["nr_hugepages"]}
                                  if params.get("nr_hugepages") else {})}, verify=verify)
     raw = ctx.read(THP)
     now = current_mode(raw.decode()) if raw else None
-    plan.notes.append(f"transparent hugepages now: {now or 'unknown'}; wanted: {mode}")
+    plan.notes.append(T("transparent hugepages now: {now}; wanted: {mode}",
+                          now=now or T("unknown"), mode=mode))
     plan.edits.append(ctx.edit(TMPFILES, f"# transparent hugepages at boot (ascend-doctor)\n"
                                          f"w {THP} - - - - {mode}\n", 0o644,
-                               "systemd-tmpfiles writes it at every boot"))
-    plan.commands.append(Command(("systemd-tmpfiles", "--create", TMPFILES), "apply it now",
-                                 sysroot_skip="a sysroot's /sys is not live"))
+                               T("systemd-tmpfiles writes it at every boot")))
+    plan.commands.append(Command(("systemd-tmpfiles", "--create", TMPFILES), T("apply it now"),
+                                 sysroot_skip=T("a sysroot's /sys is not live")))
     if params.get("nr_hugepages"):
         n = int(params["nr_hugepages"])
         plan.edits.append(ctx.edit(SYSCTL, f"# hugepage pool (ascend-doctor)\nvm.nr_hugepages = "
-                                           f"{n}\n", 0o644, "reserve the pool at boot"))
-        plan.commands.append(Command(("sysctl", "--system"), "reserve the pool now",
-                                     sysroot_skip="a sysroot's kernel settings are not live"))
+                                           f"{n}\n", 0o644, T("reserve the pool at boot")))
+        plan.commands.append(Command(("sysctl", "--system"), T("reserve the pool now"),
+                                     sysroot_skip=T("a sysroot's kernel settings are not live")))
     plan.manual.append(Manual(
         "Alternative that also holds before userspace starts: add it to the kernel command "
         "line (GRUB_CMDLINE_LINUX in /etc/default/grub), then update-grub and reboot:",
@@ -57,5 +60,6 @@ def hugepages(ctx: FixContext, params: dict) -> Plan:
         "GRUB_CMDLINE_LINUX），然后 update-grub 并重启：",
         f"transparent_hugepage={mode}" + (f" hugepages={params['nr_hugepages']}"
                                           if params.get("nr_hugepages") else "")))
-    plan.needs_root = [f"writing {e.path}" for e in plan.edits] + ["writing /sys"]
+    plan.needs_root = [T("writing {path}", path=e.path) for e in plan.edits] + [
+        T("writing {path}", path="/sys")]
     return plan

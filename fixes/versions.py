@@ -11,6 +11,7 @@ from packaging.requirements import Requirement
 from ascend_doctor.probes.packages import requirements_of
 
 from ascend_doctor.errors import DoctorError
+from ascend_doctor.i18n import T
 
 from . import recipe
 from .context import FixContext
@@ -32,8 +33,9 @@ def pins_from(pkgs) -> tuple[dict[str, str], list[str]]:
             continue
         spec = f"{req.name}{req.specifier}"
         if name in pins and pins[name][0] != spec:
-            conflicts.append(f"{owner.name} {owner.version} wants {spec}, "
-                             f"{pins[name][1]} wants {pins[name][0]}")
+            conflicts.append(T("{owner} wants {spec}, {other} wants {other_spec}",
+                               owner=f"{owner.name} {owner.version}", spec=spec,
+                               other=pins[name][1], other_spec=pins[name][0]))
             continue
         pins.setdefault(name, (spec, f"{owner.name} {owner.version}"))
     return {k: v[0] for k, v in pins.items()}, conflicts
@@ -44,12 +46,12 @@ def pins_from(pkgs) -> tuple[dict[str, str], list[str]]:
 def pip_match(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "versions.pins"
     from ascend_doctor.probes.packages import Packages
-    plan = Plan("versions.pip-match", "Reinstall torch / torch_npu as vllm-ascend pins them",
+    plan = Plan("versions.pip-match", T("Reinstall torch / torch_npu as vllm-ascend pins them"),
                 params, verify=verify)
     try:
         pkgs = ctx.fact(Packages)
     except DoctorError as exc:
-        plan.notes.append(f"cannot read the installed packages: {exc}")
+        plan.notes.append(T("cannot read the installed packages: {reason}", reason=exc))
         return plan
     pins, conflicts = pins_from(pkgs)
     wrong = {n: s for n, s in pins.items()
@@ -57,9 +59,10 @@ def pip_match(ctx: FixContext, params: dict) -> Plan:
                  pkgs.version(n), prereleases=True)}
     python = pkgs.executable or "python3"
     for c in conflicts:
-        plan.notes.append(f"conflicting pins: {c}; vllm-ascend's win (torch_npu lags torch)")
+        plan.notes.append(T("conflicting pins: {conflict}; vllm-ascend's win (torch_npu lags "
+                              "torch)", conflict=c))
     if not wrong:
-        plan.notes.append("every pin of the serving stack already holds")
+        plan.notes.append(T("every pin of the serving stack already holds"))
         return plan
     have = ", ".join(f"{n} {pkgs.version(n) or 'missing'}" for n in wrong)
     plan.manual.append(Manual(f"Installed: {have}. Reinstall exactly the pinned versions:",

@@ -16,6 +16,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from ascend_doctor.i18n import T
+
 from . import LANGS, LIST_KEYS, VERSION_KEYS, _canon_spec
 
 ID_RX = re.compile(r"^ASC-[A-Z]+-\d{3}$")
@@ -121,15 +123,15 @@ def near_miss(rx: str, lines: Iterable[str]) -> str | None:
 
 def _bilingual(value: Any, where: str, prose: bool = False) -> list[str]:
     if not isinstance(value, Mapping):
-        return [f"{where}: must be a table {{en = …, zh = …}}"]
+        return [T("{where}: must be a table {{en = …, zh = …}}", where=where)]
     out = []
     for lang in LANGS:
         text = value.get(lang)
         if not isinstance(text, str) or not text.strip():
-            out.append(f"{where}: missing the {lang} text")
+            out.append(T("{where}: missing the {lang} text", where=where, lang=lang))
     if prose and "zh" in value and isinstance(value["zh"], str) and value["zh"].strip() and not re.search(
             r"[\u4e00-\u9fff]", value["zh"]):
-        out.append(f"{where}: the zh text has no Chinese characters")
+        out.append(T("{where}: the zh text has no Chinese characters", where=where))
     return out
 
 
@@ -147,10 +149,12 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
     and must not match), else a real line of ``corpus``/``negatives`` that shares a word
     with it without matching (``near_miss``)."""
     eid = d.get("id", "?")
-    p = [f"{eid}: missing field {k!r}" for k in REQUIRED if k not in d]
-    p += [f"{eid}: unknown field {k!r}" for k in d if k not in KNOWN]
+    p = [T("{entry}: missing field {field}", entry=eid, field=repr(k))
+         for k in REQUIRED if k not in d]
+    p += [T("{entry}: unknown field {field}", entry=eid, field=repr(k))
+          for k in d if k not in KNOWN]
     if "id" in d and not ID_RX.match(str(d["id"])):
-        p.append(f"{eid}: id is not of the form ASC-<DOMAIN>-NNN")
+        p.append(T("{entry}: id is not of the form ASC-<DOMAIN>-NNN", entry=eid))
     for k in ("title", "cause"):
         if k in d:
             p += _bilingual(d[k], f"{eid}.{k}", prose=True)
@@ -159,19 +163,19 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
             p += _bilingual(d[k], f"{eid}.{k}")
     steps = d.get("steps", [])
     if not isinstance(steps, list) or not steps:
-        p.append(f"{eid}.steps: needs at least one step")
+        p.append(T("{entry}.steps: needs at least one step", entry=eid))
     else:
         for i, s in enumerate(steps, 1):
             p += _bilingual(s, f"{eid}.steps[{i}]")
             if isinstance(s, Mapping) and "cmd" in s and not (
                     isinstance(s["cmd"], str) and s["cmd"].strip()):
-                p.append(f"{eid}.steps[{i}].cmd: empty command")
+                p.append(T("{entry}.steps[{i}].cmd: empty command", entry=eid, i=i))
             elif isinstance(s, Mapping) and isinstance(s.get("cmd"), str):
                 p += command_problems(s["cmd"], f"{eid}.steps[{i}].cmd", fix_params,
                                       triaged=bool(d.get("signatures")))
     examples = d.get("examples", [])
     if not isinstance(examples, list) or not all(isinstance(x, str) for x in examples):
-        p.append(f"{eid}.examples: must be a list of log lines")
+        p.append(T("{entry}.examples: must be a list of log lines", entry=eid))
         examples = []
     from . import _normalized
     texts = [_normalized(x) for x in [*examples, *(corpus or ())]]
@@ -183,15 +187,17 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
             pass
     for i, x in enumerate(examples, 1):
         if compiled_ok and not any(c.search(_normalized(x)) for c in compiled_ok):
-            p.append(f"{eid}.examples[{i}]: matches none of the entry's signatures")
+            p.append(T("{entry}.examples[{i}]: matches none of the entry's signatures",
+                       entry=eid, i=i))
     near = d.get("near_misses", [])
     if not isinstance(near, list) or not all(isinstance(x, str) and x.strip() for x in near):
-        p.append(f"{eid}.near_misses: must be a list of log lines")
+        p.append(T("{entry}.near_misses: must be a list of log lines", entry=eid))
         near = []
     for i, x in enumerate(near, 1):
         hit = next((c.pattern for c in compiled_ok if c.search(_normalized(x))), None)
         if hit is not None:
-            p.append(f"{eid}.near_misses[{i}]: matches the entry's signature {hit!r}")
+            p.append(T("{entry}.near_misses[{i}]: matches the entry's signature {rx}",
+                       entry=eid, i=i, rx=repr(hit)))
     # where a signature's negative may come from: the entry's own near misses, else a real
     # line (triage corpus, benign corpus) that shares a word with it and is not matched
     real = [_normalized(x) for x in [*(corpus or ()), *negatives]]
@@ -199,65 +205,74 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
         try:
             c = re.compile(rx, re.IGNORECASE | re.MULTILINE)
         except (re.error, TypeError) as exc:
-            p.append(f"{eid}.signatures[{i}]: does not compile ({exc})")
+            p.append(T("{entry}.signatures[{i}]: does not compile ({reason})", entry=eid, i=i,
+                       reason=exc))
             continue
         if not any(c.search(t) for t in texts):
-            p.append(f"{eid}.signatures[{i}]: matches no example"
-                     + (" and no corpus line" if corpus else "") + f" ({rx!r})")
+            p.append(T("{entry}.signatures[{i}]: matches no example and no corpus line ({rx})",
+                       entry=eid, i=i, rx=repr(rx)) if corpus else
+                     T("{entry}.signatures[{i}]: matches no example ({rx})", entry=eid, i=i,
+                       rx=repr(rx)))
         if not near and near_miss(rx, real) is None:
-            p.append(f"{eid}.signatures[{i}]: no negative example: no real log line shares a "
-                     f"word with {rx!r} without matching it; add one to near_misses")
+            p.append(T("{entry}.signatures[{i}]: no negative example: no real log line shares "
+                       "a word with {rx} without matching it; add one to near_misses",
+                       entry=eid, i=i, rx=repr(rx)))
         bad = next((t for t in negatives if c.search(_normalized(t))), None)
         if bad is not None:
-            p.append(f"{eid}.signatures[{i}]: matches a benign line ({bad[:80]!r})")
+            p.append(T("{entry}.signatures[{i}]: matches a benign line ({line})", entry=eid, i=i,
+                       line=repr(bad[:80])))
     for a in d.get("aliases", []):
         if not isinstance(a, str) or not a.strip():
-            p.append(f"{eid}.aliases: empty alias")
+            p.append(T("{entry}.aliases: empty alias", entry=eid))
     if check_ids is not None:
         known = set(check_ids)
-        p += [f"{eid}.checks: unknown check id {c!r}" for c in d.get("checks", [])
+        p += [T("{entry}.checks: unknown check id {check}", entry=eid, check=repr(c))
+              for c in d.get("checks", [])
               if c not in known]
     if fix_ids is not None and d.get("fix") is not None and d["fix"] not in set(fix_ids):
-        p.append(f"{eid}.fix: unknown fix recipe {d['fix']!r}")
+        p.append(T("{entry}.fix: unknown fix recipe {recipe}", entry=eid, recipe=repr(d["fix"])))
     if d.get("severity", "medium") not in SEVERITIES:
-        p.append(f"{eid}.severity: {d.get('severity')!r} not in {sorted(SEVERITIES)}")
+        p.append(T("{entry}.severity: {value} not in {known}", entry=eid,
+                   value=repr(d.get("severity")), known=sorted(SEVERITIES)))
     p += _versions(d.get("applies_to", {}), f"{eid}.applies_to")
     for i, a in enumerate(d.get("advice", []), 1):
         p += _bilingual(a, f"{eid}.advice[{i}]")
         if isinstance(a, Mapping):
             p += _versions(a.get("when", {}), f"{eid}.advice[{i}].when")
     if not isinstance(d.get("generic", False), bool):
-        p.append(f"{eid}.generic: must be true or false")
+        p.append(T("{entry}.generic: must be true or false", entry=eid))
     sources = d.get("sources", [])
     if not isinstance(sources, list) or not sources:
-        p.append(f"{eid}.sources: needs at least one source")
+        p.append(T("{entry}.sources: needs at least one source", entry=eid))
     for s in sources if isinstance(sources, list) else []:
         if not isinstance(s, str) or not s.startswith(SOURCE_PREFIXES):
-            p.append(f"{eid}.sources: {s!r} is not a public source (start with one of "
-                     f"{SOURCE_PREFIXES})")
+            p.append(T("{entry}.sources: {source} is not a public source (start with one of "
+                       "{prefixes})", entry=eid, source=repr(s), prefixes=SOURCE_PREFIXES))
     if isinstance(sources, list) and sources and not any(
             isinstance(s, str) and s.startswith("https://") for s in sources):
-        p.append(f"{eid}.sources: needs a public URL (https://)")
+        p.append(T("{entry}.sources: needs a public URL (https://)", entry=eid))
     return p
 
 
 def _versions(table: Any, where: str) -> list[str]:
     if not isinstance(table, Mapping):
-        return [f"{where}: must be a table"]
+        return [T("{where}: must be a table", where=where)]
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     out = []
     for k, v in table.items():
         if k in LIST_KEYS:
             if not isinstance(v, (list, str)):
-                out.append(f"{where}.{k}: must be a list of names")
+                out.append(T("{where}.{key}: must be a list of names", where=where, key=k))
             continue
         if k not in VERSION_KEYS:
-            out.append(f"{where}: unknown component {k!r} (known: {VERSION_KEYS + LIST_KEYS})")
+            out.append(T("{where}: unknown component {key} (known: {known})", where=where,
+                         key=repr(k), known=VERSION_KEYS + LIST_KEYS))
             continue
         try:
             SpecifierSet(_canon_spec(str(v)))
         except InvalidSpecifier:
-            out.append(f"{where}.{k}: {v!r} is not a version specifier")
+            out.append(T("{where}.{key}: {value} is not a version specifier", where=where, key=k,
+                         value=repr(v)))
     return out
 
 
@@ -266,16 +281,16 @@ def validate_file(name: str, raw: bytes, **refs: Any) -> list[str]:
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return [f"{name}: not valid TOML ({exc})"]
+        return [T("{file}: not valid TOML ({reason})", file=name, reason=exc)]
     entries = doc.get("entry", [])
     if not isinstance(entries, list):
-        return [f"{name}: [[entry]] must be an array of tables"]
+        return [T("{file}: [[entry]] must be an array of tables", file=name)]
     out: list[str] = []
     seen: set[str] = set()
     for d in entries:
-        out += [f"{name}: {m}" for m in validate_entry(d, **refs)]
+        out += [T("{file}: {problem}", file=name, problem=m) for m in validate_entry(d, **refs)]
         if d.get("id") in seen:
-            out.append(f"{name}: duplicate id {d.get('id')}")
+            out.append(T("{file}: duplicate id {id}", file=name, id=d.get("id")))
         seen.add(d.get("id"))
     return out
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.conftest import run_cli
-from tests.integration.test_zh_report import english_runs
+from tests.zhcheck import english_runs, untranslated
 
 ZH = {"ASCEND_DOCTOR_LANG": "zh"}
 EN = {"ASCEND_DOCTOR_LANG": "en"}
@@ -116,3 +118,94 @@ def test_triage_kb_and_exporter_messages_in_chinese(tmp_path):
     assert r.returncode == 2 and "知识库中没有条目 'no-such-entry-at-all'" in r.stderr, r.stderr
     r = run_cli("exporter", "--demo", "--interval", "0", env=ZH)
     assert r.returncode == 2 and "--interval 0：必须大于 0 秒" in r.stderr, r.stderr
+
+
+# every recipe, with the parameters it needs to make a plan on the demo's sysroot
+RECIPES = {
+    "ldconf.ascend-conf": (), "service.env": (), "versions.pip-match": (),
+    "sysctl.tcp-ports": (), "tlb.hugepages": ("--param", "nr_hugepages=1024"),
+    "service.launch-flags": ("--param", "block-size=64"),
+    "dns.hosts-pin": ("--param", "hostname=vllm.svc", "--param", "address=10.0.0.5"),
+}
+
+
+@pytest.fixture(scope="module")
+def demo_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("zhfix") / "root"
+    r = run_cli("export-root", str(root), env=EN)
+    assert r.returncode == 0, r.stderr
+    return root
+
+
+def test_every_recipe_is_listed():
+    from ascend_doctor.fixes import FixRegistry
+    assert set(FixRegistry.discover().recipes) == set(RECIPES)
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_every_recipe_plans_in_chinese(demo_root, recipe):
+    r = run_cli("fix", recipe, "--root", str(demo_root), "--lang", "zh", *RECIPES[recipe])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"修复计划 {recipe}："), r.stdout[:200]
+    assert "验证检查：" in r.stdout
+    assert not _prose(r.stdout), "\n".join(_prose(r.stdout))
+
+
+def test_recipe_notes_and_skips_in_chinese_and_english(demo_root):
+    zh = run_cli("fix", "sysctl.tcp-ports", "--root", str(demo_root), "--lang", "zh").stdout
+    assert "注意：net.ipv4.tcp_fin_timeout 当前为 60，将改为 30" in zh
+    assert "sysroot 的内核参数不是运行中的内核参数；该配置片段在它启动时生效" in zh
+    en = run_cli("fix", "sysctl.tcp-ports", "--root", str(demo_root), "--lang", "en").stdout
+    assert "  note: net.ipv4.tcp_fin_timeout is now 60, will be 30\n" in en
+    assert ("(skipped in a sysroot: sysctl --system — a sysroot's kernel settings are not "
+            "live; the drop-in takes effect when it boots)") in en
+
+
+def test_recipe_refusals_follow_the_language(demo_root):
+    r = run_cli("fix", "tlb.hugepages", "--root", str(demo_root), "--param", "thp=bogus",
+                "--lang", "zh")
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("ascend-doctor: tlb.hugepages：thp='bogus' 不是 always, "
+                                "madvise, never 之一"), r.stderr
+    r = run_cli("fix", "dns.hosts-pin", "--root", str(demo_root), "--lang", "en")
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("ascend-doctor: dns.hosts-pin needs --param hostname=NAME "
+                                "--param address=IP"), r.stderr
+
+
+def test_explain_and_triage_speak_chinese():
+    r = run_cli("explain", "ASC-LIB-004", "--lang", "zh", "--demo")
+    assert r.returncode == 0, r.stderr
+    assert "\n## 原因\n" in r.stdout and "\n## 处理步骤\n" in r.stdout
+    assert "→ 自动修复（先预览）：ascend-doctor fix ldconf.ascend-conf" in r.stdout
+    assert "相关检查：" in r.stdout and "\n来源：https://" in r.stdout
+    assert not untranslated(r.stdout), "\n".join(untranslated(r.stdout))
+    en = run_cli("explain", "ASC-LIB-004", "--lang", "en")
+    assert "\n## Cause\n" in en.stdout and "→ automatic fix (dry run first): ascend-doctor fix " \
+        "ldconf.ascend-conf" in en.stdout and "\nSources: https://" in en.stdout
+    r = run_cli("triage", "-", "--lang", "zh", input="nothing known here\n")
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[0] == "未匹配到已知的错误特征"
+    assert r.stdout.splitlines()[1].startswith("下一步：在主机上运行 `ascend-doctor check")
+
+
+def test_kb_lint_speaks_chinese():
+    r = run_cli("kb", "lint", "--lang", "zh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.fullmatch(r"\d+ 个文件，\d+ 行语料，0 个问题\n", r.stderr), r.stderr
+    r = run_cli("kb", "lint", "--lang", "en")
+    assert re.fullmatch(r"\d+ files, \d+ corpus lines, 0 problems\n", r.stderr), r.stderr
+
+
+def test_kb_lint_problems_in_chinese(tmp_path):
+    bad = tmp_path / "site.toml"
+    bad.write_text('[[entry]]\nid = "X"\nsources = ["seed:notes"]\n', encoding="utf-8")
+    r = run_cli("kb", "lint", "--lang", "zh", str(bad))
+    assert r.returncode == 1
+    assert "site.toml：X：缺少字段 'title'" in r.stdout.splitlines()
+    assert "site.toml：X.sources：'seed:notes' 不是公开来源（应以 ('https://', 'doc:', 'man:') " \
+        "之一开头）" in r.stdout.splitlines(), r.stdout
+    assert not untranslated(r.stdout), "\n".join(untranslated(r.stdout))
+    en = run_cli("kb", "lint", "--lang", "en", str(bad))
+    assert "site.toml: X: missing field 'title'" in en.stdout.splitlines()
+    assert "site.toml: X: id is not of the form ASC-<DOMAIN>-NNN" in en.stdout.splitlines()
