@@ -526,8 +526,8 @@ def gather_libresolution(host: Host, options: RunOptions, env: ServiceEnv,
     targets += [(_package_of_path(p), p) for p in options.elf_paths]
     if not targets:
         raise SourceMissing("torch_npu / vllm_ascend shared objects",
-                            "neither package is installed in the service's interpreter "
-                            "and no --elf path was given")
+                            T("neither package is installed in the service's interpreter "
+                              "and no --elf path was given"))
     cache, _why = usable_cache(host)
     # --elf names the user's files (also under --root); what they load is the host's
     return resolve_targets(host, targets, env, cache, pkgs, user_files(host), options.elf_paths)
