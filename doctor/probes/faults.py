@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..i18n import T, join
+from ..i18n import N_, T, join
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
 from ..options import RunOptions
@@ -247,7 +247,8 @@ def gather_hugepages(host: Host) -> HugePages:
         mem = {}
         errors.append(f"/proc/meminfo: {exc.reason}")
     if modes["enabled"] is None and not mem:
-        raise SourceMissing("/proc/meminfo and /sys/kernel/mm/transparent_hugepage", join("; ", errors))
+        raise SourceMissing(N_("/proc/meminfo and /sys/kernel/mm/transparent_hugepage"),
+                            join("; ", errors))
     return HugePages(modes["enabled"], modes["defrag"], mem, tuple(errors))
 
 

@@ -330,6 +330,7 @@ def gather_service_env(host: Host, procs: ServiceProcesses | None) -> ServiceEnv
             env = parse_environ(host.proc_read(pid, "environ"))
             return ServiceEnv(env, f"/proc/{pid}/environ", pid)
         except (SourceMissing, SourceError) as exc:
-            return ServiceEnv(host.environ(), "the doctor's own environment", pid,
+            return ServiceEnv(host.environ(), T("the doctor's own environment"), pid,
                               f"/proc/{pid}/environ: {exc.reason}")
-    return ServiceEnv(host.environ(), "the doctor's own environment (no vLLM server running)")
+    return ServiceEnv(host.environ(),
+                      T("the doctor's own environment (no vLLM server running)"))

@@ -104,5 +104,5 @@ def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses
     who = cred.describe() if cred is not None else "the doctor's own user"
     ran = f"ran {display(isolate_python(tuple(argv)), 300)} as {who}" if host.kind != "bundle" else ""
     out = (res.stderr or res.stdout).decode("utf-8", "replace")
-    return TorchNpuImport(python, why, env.source if env else "the doctor's own environment",
+    return TorchNpuImport(python, why, env.source if env else T("the doctor's own environment"),
                           res.returncode, res.timed_out, res.duration_s, out[-8000:], ran)
