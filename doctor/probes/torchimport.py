@@ -46,8 +46,9 @@ def pick_interpreter(procs: ServiceProcesses | None, options: RunOptions) -> tup
     if options.python:
         return options.python, "--python"
     if procs is not None and procs.primary is not None and procs.primary.interpreter:
-        return procs.primary.interpreter, f"the vLLM server's interpreter (pid {procs.primary.pid})"
-    return "python3", "python3 on PATH (no vLLM server running, no --python)"
+        return procs.primary.interpreter, T("the vLLM server's interpreter (pid {pid})",
+                                             pid=procs.primary.pid)
+    return "python3", T("python3 on PATH (no vLLM server running, no --python)")
 
 
 def service_credentials(host: Host, procs: ServiceProcesses | None,
