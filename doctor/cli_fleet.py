@@ -180,7 +180,7 @@ def diff_cmd(good: str, bad: str, as_json: bool, timeout: float | None) -> None:
     for p in (good, bad):
         node = load_node(p, reg, timeout)
         if node.error:
-            raise BundleError(node.error)
+            raise BundleError(tr(node.error, default_lang()))
         nodes.append(node)
     d = diff_nodes(*nodes)
     if as_json:
@@ -208,7 +208,10 @@ def fleet_cmd(inputs: tuple[str, ...], as_json: bool, nodes_json: bool,
     from .errors import UsageError
     from .fleet import FleetAccumulator, bundle_paths, fleet_registry, iter_nodes
 
-    paths = bundle_paths(inputs)
+    try:
+        paths = bundle_paths(inputs)
+    except ValueError as exc:  # the message in the reader's language
+        raise ValueError(tr(exc.args[0], default_lang()) if exc.args else str(exc)) from None
     if not paths:
         raise UsageError(tt(default_lang(), "no bundles (*.tar.gz, *.tgz, *.tar) in {inputs}",
                             inputs=" ".join(inputs)))

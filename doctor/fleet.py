@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from .cancel import Cancelled
 from .facts import FactStore
+from .i18n import Msg, T
 from .model import Category, Finding, Report, Status
 from .registry import CheckSpec, Registry
 
@@ -65,6 +66,14 @@ class NodeSummary:
 def _short(text: str) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 1] + "…"
+
+
+def _refusal(exc: BaseException, redact: Any) -> str:
+    """Why a bundle was refused, one short redacted line; kept a translatable message when
+    redaction and shortening leave it as it was (the fleet report renders it per language)."""
+    text = _short(redact(str(exc)))
+    arg = exc.args[0] if exc.args else None
+    return arg if isinstance(arg, Msg) and text == str(arg) else text
 
 
 def _versions(store: FactStore) -> tuple[dict[str, str | None], dict[str, str]]:
@@ -204,7 +213,7 @@ def load_node(path: str, registry: Registry, timeout: float | None = None) -> No
     try:
         host = BundleHost.open(path)
     except (DoctorError, OSError) as exc:
-        return NodeSummary(name, error=_short(redact_text(str(exc))))
+        return NodeSummary(name, error=_refusal(exc, redact_text))
     manifest = host.data.manifest
     options = replay_options(manifest.get("options"), RunOptions(), ())
     config = RunConfig((), (), timeout or DEFAULT_TIMEOUT, override=bool(timeout))
@@ -224,7 +233,7 @@ def bundle_paths(inputs: Iterable[str]) -> list[str]:
         elif os.path.exists(p):
             out.append(p)
         else:
-            raise ValueError(f"{p}: no such bundle file or directory")
+            raise ValueError(T("{path}: no such bundle file or directory", path=p))
     return out
 
 

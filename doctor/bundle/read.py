@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from .. import boundedjson
 from ..errors import BundleError
+from ..i18n import Msg, T
 from .format import FORMAT, FORMAT_VERSION, MAX_BLOB
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ def load_into(data: "BundleData", path_or_bytes: "str | bytes") -> "BundleData":
         else:
             fh = io.BytesIO(path_or_bytes)
     except OSError as exc:
-        raise BundleError(f"cannot read bundle {name}: {exc.strerror or exc}") from None
+        raise BundleError(T("cannot read bundle {name}: {why}", name=name,
+                             why=exc.strerror or str(exc))) from None
     try:
         with fh, tarfile.open(fileobj=_BoundedInflater(fh), mode="r|") as tar:
             for member in tar:
@@ -44,8 +46,8 @@ def load_into(data: "BundleData", path_or_bytes: "str | bytes") -> "BundleData":
                     continue
                 cap = MAX_INDEX if member.name.endswith(".json") else MAX_BLOB
                 if member.size > cap:
-                    raise BundleError(f"member {member.name!r} is {member.size} bytes "
-                                      f"(limit {cap})")
+                    raise BundleError(T("member {member} is {size} bytes (limit {cap})",
+                                        member=repr(member.name), size=member.size, cap=cap))
                 src = tar.extractfile(member)
                 content = src.read(member.size) if src else b""
                 if member.name == "manifest.json":
@@ -55,33 +57,38 @@ def load_into(data: "BundleData", path_or_bytes: "str | bytes") -> "BundleData":
                 elif member.name.startswith("blobs/"):
                     data.blobs[member.name[6:]] = content
     except BundleError as exc:
-        raise BundleError(f"{name} is refused: {exc}") from None
+        raise BundleError(T("{name} is refused: {reason}", name=name, reason=_reason(exc))) from None
     except (tarfile.TarError, EOFError, OSError, zlib_error()) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         if reason.startswith("file could not be opened"):
-            reason = "not a tar or tar.gz file"
-        raise BundleError(f"{name} is not a readable bundle (corrupt or truncated: "
-                          f"{reason[:160]})") from None
+            reason = T("not a tar or tar.gz file")
+        raise BundleError(T("{name} is not a readable bundle (corrupt or truncated: {reason})",
+                            name=name, reason=reason if isinstance(reason, Msg)
+                            else reason[:160])) from None
     except (ValueError, UnicodeDecodeError) as exc:
-        raise BundleError(f"{name}: bundle metadata is not valid JSON "
-                          f"({str(exc)[:160]})") from None
+        raise BundleError(T("{name}: bundle metadata is not valid JSON ({reason})", name=name,
+                            reason=str(exc)[:160])) from None
     if not isinstance(data.manifest, dict) or data.manifest.get("format") != FORMAT:
-        raise BundleError(f"{name} is not an ascend-doctor bundle (no manifest.json "
-                          "with format=ascend-doctor-bundle)")
+        raise BundleError(T("{name} is not an ascend-doctor bundle (no manifest.json "
+                            "with format=ascend-doctor-bundle)", name=name))
     version = data.manifest.get("format_version", 0)
     if not isinstance(version, int) or isinstance(version, bool):
-        raise BundleError(f"{name}: manifest.json format_version {version!r} is not a number")
+        raise BundleError(T("{name}: manifest.json format_version {version} is not a number",
+                            name=name, version=repr(version)))
     if version > FORMAT_VERSION:
-        raise BundleError(f"{name} has bundle format {version}; "
-                          f"this ascend-doctor reads up to {FORMAT_VERSION}")
+        raise BundleError(T("{name} has bundle format {version}; this ascend-doctor reads up "
+                            "to {supported}", name=name, version=version,
+                            supported=FORMAT_VERSION))
     if not isinstance(data.index, dict):
-        raise BundleError(f"{name}: index.json is not an object")
+        raise BundleError(T("{name}: index.json is not an object", name=name))
     for kind, table in data.index.items():
         if not isinstance(table, dict):
-            raise BundleError(f"{name}: index.json {kind!r} is not an object")
+            raise BundleError(T("{name}: index.json {kind} is not an object", name=name,
+                                kind=repr(kind)))
         for key, entries in table.items():
             if not isinstance(entries, list):
-                raise BundleError(f"{name}: index.json {kind} {key!r} is not a list")
+                raise BundleError(T("{name}: index.json {kind} {key} is not a list", name=name,
+                                    kind=kind, key=repr(key)))
             for e in entries:
                 if not isinstance(e, dict):
                     continue
@@ -90,9 +97,16 @@ def load_into(data: "BundleData", path_or_bytes: "str | bytes") -> "BundleData":
                         continue
                     ref = e[field]
                     if not isinstance(ref, str) or ref not in data.blobs:
-                        raise BundleError(f"{name} is truncated: blob {str(ref)[:12]}… "
-                                          f"for a {kind} entry is missing")
+                        raise BundleError(T("{name} is truncated: blob {ref}… for a {kind} entry "
+                                            "is missing", name=name, ref=str(ref)[:12],
+                                            kind=kind))
     return data
+
+
+def _reason(exc: BaseException) -> str:
+    """The exception's message, kept a :class:`Msg` when it is one (so it translates)."""
+    arg = exc.args[0] if exc.args else None
+    return arg if isinstance(arg, Msg) else str(exc)
 
 
 def zlib_error() -> type:
@@ -105,19 +119,21 @@ def _check_member(member: tarfile.TarInfo) -> None:
     needs links, devices, FIFOs, absolute names or ``..`` (raise BundleError naming it)."""
     n = member.name
     if n.startswith("/"):
-        raise BundleError(f"member {n!r} has an absolute name")
+        raise BundleError(T("member {n} has an absolute name", n=repr(n)))
     if "\\" in n:
-        raise BundleError(f"member {n!r} has a backslash in its name")
+        raise BundleError(T("member {n} has a backslash in its name", n=repr(n)))
     if ".." in n.split("/"):
-        raise BundleError(f"member {n!r} has a '..' component")
+        raise BundleError(T("member {n} has a '..' component", n=repr(n)))
     if "\0" in n or not n.strip("/."):
-        raise BundleError(f"member {n!r} has an invalid name")
+        raise BundleError(T("member {n} has an invalid name", n=repr(n)))
     if member.issym() or member.islnk():
-        raise BundleError(f"member {n!r} is a link (to {member.linkname!r})")
+        raise BundleError(T("member {n} is a link (to {target})", n=repr(n),
+                            target=repr(member.linkname)))
     if member.isdev():
-        raise BundleError(f"member {n!r} is a device or FIFO")
+        raise BundleError(T("member {n} is a device or FIFO", n=repr(n)))
     if not (member.isreg() or member.isdir()):
-        raise BundleError(f"member {n!r} is not a regular file (tar type {member.type!r})")
+        raise BundleError(T("member {n} is not a regular file (tar type {kind})", n=repr(n),
+                            kind=repr(member.type)))
 
 
 class _BoundedInflater(io.RawIOBase):
@@ -171,9 +187,10 @@ class _BoundedInflater(io.RawIOBase):
         self._pending, self._pos = out, 0
         self._out += len(out)
         if self._out > MAX_INFLATED:
-            raise BundleError(f"it inflates past {MAX_INFLATED >> 20} MiB")
+            raise BundleError(T("it inflates past {mib} MiB", mib=MAX_INFLATED >> 20))
         if self._out > RATIO_FREE and self._out > MAX_RATIO * max(self._in, 1):
-            raise BundleError(f"it inflates more than {MAX_RATIO}:1 (a compression bomb)")
+            raise BundleError(T("it inflates more than {ratio}:1 (a compression bomb)",
+                                 ratio=MAX_RATIO))
 
     def readinto(self, b) -> int:
         if self._pos >= len(self._pending):

@@ -14,6 +14,7 @@ from typing import Mapping
 
 from .. import cancel
 from ..errors import SourceError, SourceMissing
+from ..i18n import T
 from .api import CommandResult, HttpResponse
 
 
@@ -167,10 +168,10 @@ def http_get(url: str, timeout: float, headers: Mapping[str, str], cap: int) -> 
         return HttpResponse(url, resp.status, {k.lower(): v for k, v in resp.getheaders()},
                             body[:cap], None, time.monotonic() - start, truncated)
     except socket.timeout:
-        return HttpResponse(url, None, error=f"no answer within {timeout:g} s",
+        return HttpResponse(url, None, error=T("no answer within {s} s", s=f"{timeout:g}"),
                             duration_s=time.monotonic() - start)
     except ConnectionRefusedError:
-        return HttpResponse(url, None, error="connection refused (nothing listens there)",
+        return HttpResponse(url, None, error=T("connection refused (nothing listens there)"),
                             duration_s=time.monotonic() - start)
     except http.client.IncompleteRead as exc:
         if expired.is_set():

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import SourceMissing
+from ..i18n import N_, T
 from ..host import Host
 from ..registry import provider
 from .procs import ServiceEnv, ServiceProcesses
@@ -88,7 +89,7 @@ def gather_active_toolkit(host: Host) -> ActiveToolkit:
             links[link] = host.realpath(link)
     if not links:
         raise SourceMissing(f"{ASCEND_ROOT}/ascend-toolkit/latest",
-                            "no CANN toolkit link (ascend-toolkit/latest or cann)")
+                            T("no CANN toolkit link (ascend-toolkit/latest or cann)"))
     return ActiveToolkit(links)
 
 
@@ -115,7 +116,7 @@ class MappedLibs:
 @provider
 def gather_mapped_libs(host: Host, procs: ServiceProcesses) -> MappedLibs:
     if procs.primary is None:
-        raise SourceMissing("vLLM service process", "no vLLM server is running")
+        raise SourceMissing(N_("vLLM service process"), T("no vLLM server is running"))
     pid = procs.primary.pid
     text = host.proc_read(pid, "maps").decode("utf-8", "replace")
     paths = [p for p in parse_maps(text) if ".so" in posixpath.basename(p)]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, Union
 
 from ..errors import SourceError, SourceMissing
+from ..i18n import N_, T
 from ..host import Host
 from ..inputs import input_error, user_files
 from ..options import RunOptions
@@ -343,18 +344,19 @@ def gather_block_audit(host: Host, options: RunOptions, env: ServiceEnv | None,
     else:
         named = (env.env.get(ENV, "").strip() if env is not None else "")
         if not named:
-            raise SourceMissing("block audit log", "no --block-audit FILE given and "
-                                f"{ENV} is not set in "
-                                + (env.source if env is not None else "the service environment"))
-        origin = f"{ENV} in {env.source}" if env is not None else ENV
+            raise SourceMissing(N_("block audit log"),
+                                T("no --block-audit FILE given and {env} is not set in {where}",
+                                  env=ENV, where=(env.source if env is not None
+                                                  else T("the service environment"))))
+        origin = T("{env} in {source}", env=ENV, source=env.source) if env is not None else ENV
         paths = sorted(host.glob(named.replace("{pid}", "*"))) if "{pid}" in named else [named]
         if not paths:
-            raise SourceMissing(named, f"no file matches ({origin})")
+            raise SourceMissing(named, T("no file matches ({origin})", origin=origin))
     for p in paths:
         host.stat(p)  # absent → SourceMissing, unreadable → SourceError, named
         uid = next((s.proc.uid for s in (procs.servers if procs else ()) if s.pid == env.pid),
                    None) if env is not None else None
         why = refusal(host, p, env.pid, uid) if env is not None and env.pid is not None else None
         if why:  # the service's environment named it: never read it with root's rights
-            raise SourceError(p, f"{why} ({origin})")
+            raise SourceError(p, T("{why} ({origin})", why=why, origin=origin))
     return BlockAuditLog(tuple(paths), origin, host.open_stream)

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import ParseError, SourceMissing
+from ..i18n import T
 from ..host import Host
 from ..registry import provider
 from .packages import Packages
@@ -27,7 +28,7 @@ class VllmAscendBuild:
 def parse_build_info(text: str, source: str = "_build_info.py") -> str:
     m = _DEVICE.search(text)
     if not m or not m.group(1).strip():
-        raise ParseError(source, "no `__device_type__ = '<chip>'` line")
+        raise ParseError(source, T("no `__device_type__ = '<chip>'` line"))
     return m.group(1).strip()
 
 
@@ -35,8 +36,8 @@ def parse_build_info(text: str, source: str = "_build_info.py") -> str:
 def gather_build_info(host: Host, pkgs: Packages) -> VllmAscendBuild:
     pkg = pkgs.get("vllm-ascend")
     if pkg is None:
-        raise SourceMissing("vllm-ascend", f"not installed ({pkgs.source})")
+        raise SourceMissing("vllm-ascend", T("not installed ({source})", source=pkgs.source))
     if not pkg.location:
-        raise SourceMissing("vllm_ascend/_build_info.py", "the package location is unknown")
+        raise SourceMissing("vllm_ascend/_build_info.py", T("the package location is unknown"))
     path = posixpath.join(pkg.location, "vllm_ascend", "_build_info.py")
     return VllmAscendBuild(path, parse_build_info(host.read_text(path, 65536), path))

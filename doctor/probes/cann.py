@@ -43,7 +43,7 @@ def parse_kv(text: str, source: str) -> dict[str, str]:
         if key and re.fullmatch(r"[a-z0-9_.\-]+", key):
             out.setdefault(key, value.strip())
     if not out:
-        raise ParseError(source, "no key=value line")
+        raise ParseError(source, T("no key=value line"))
     return out
 
 
@@ -76,7 +76,7 @@ def parse_toolkit_install_info(text: str, source: str = "ascend_toolkit_install.
                                ) -> ToolkitInstallInfo:
     kv = parse_kv(text, source)
     if not kv.get("version"):
-        raise ParseError(source, "no version= line")
+        raise ParseError(source, T("no version= line"))
     return ToolkitInstallInfo(kv["version"], kv.get("innerversion", ""), kv.get("package_name", ""),
                               bracket_list(kv.get("compatible_version")), kv.get("arch", ""),
                               kv.get("path", ""))
@@ -120,7 +120,8 @@ def parse_version_cfg(text: str, source: str = "version.cfg") -> VersionCfg:
         comps.setdefault(m.group("comp").lower(), {})[m.group("kind")] = ComponentVersion(
             inner.strip(), cann.strip())
     if not comps:
-        raise ParseError(source, "no <component>_{running,upgrade,installed}_version=[…] line")
+        raise ParseError(source, T("no {pattern} line",
+                                  pattern="<component>_{running,upgrade,installed}_version=[…]"))
     return VersionCfg(comps)
 
 
@@ -144,7 +145,7 @@ class DriverVersion:
 def parse_driver_version_info(text: str, source: str = DRIVER_INFO) -> DriverVersion:
     kv = parse_kv(text, source)
     if not kv.get("version"):
-        raise ParseError(source, "no Version= line")
+        raise ParseError(source, T("no Version= line"))
     return DriverVersion(kv["version"], kv.get("innerversion", ""),
                          bracket_list(kv.get("compatible_version")),
                          bracket_list(kv.get("compatible_version_fw")),
@@ -161,7 +162,7 @@ class FirmwareVersion:
 def parse_firmware_version_info(text: str, source: str = FIRMWARE_INFO) -> FirmwareVersion:
     kv = parse_kv(text, source)
     if not kv.get("version"):
-        raise ParseError(source, "no Version= line")
+        raise ParseError(source, T("no Version= line"))
     return FirmwareVersion(kv["version"], kv.get("package_version", ""),
                            bracket_list(kv.get("compatible_version_drv")))
 
@@ -179,7 +180,7 @@ def parse_nnal_version_info(text: str, source: str = "nnal version.info") -> str
             value = line.split(":", 1)[1].strip()
             if value:
                 return value
-    raise ParseError(source, "no version= line")
+    raise ParseError(source, T("no version= line"))
 
 
 # -- gathering ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ..errors import ParseError, SourceError, SourceMissing
+from ..i18n import T
 from ..host import Host, ProcInfo
 from ..inputs import input_error, user_files
 from ..options import RunOptions
@@ -62,15 +63,16 @@ def gather_dns_traffic(host: Host, options: RunOptions) -> DnsTraffic:
         source = f"live capture on {iface} for {options.sniff_seconds:g} s ({capture_filter(port)})"
         stream = host.capture(iface, capture_filter(port), float(options.sniff_seconds))
     else:
-        raise SourceMissing("--pcap / --sniff", "no capture given (pass --pcap FILE or "
-                            "--sniff SECONDS)")
+        raise SourceMissing("--pcap / --sniff", T("no capture given (pass --pcap FILE or "
+                                                  "--sniff SECONDS)"))
     try:
         with stream:
             return analyse_capture(stream, source, (port,))
     except CaptureError as exc:
-        raise ParseError(source, f"{exc.reason} (at byte {exc.offset})") from None
+        raise ParseError(source, T("{reason} (at byte {offset})", reason=exc.reason,
+                                   offset=exc.offset)) from None
     except OSError as exc:
-        raise SourceError(source, f"read failed: {exc.strerror or exc}") from None
+        raise SourceError(source, T("read failed: {why}", why=exc.strerror or str(exc))) from None
 
 
 # -- the resolver side -----------------------------------------------------------------------

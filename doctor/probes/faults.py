@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..i18n import T
+from ..i18n import N_, T, join
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
 from ..options import RunOptions
@@ -42,26 +42,27 @@ def parse_proc_stat(text: str) -> ProcStat:
     text = text.strip()
     lpar, rpar = text.find("("), text.rfind(")")
     if lpar <= 0 or rpar < lpar:
-        raise ParseError("/proc/<pid>/stat", "no '(comm)' field")
+        raise ParseError("/proc/<pid>/stat", T("no '(comm)' field"))
     pid_s = text[:lpar].strip()
     rest = text[rpar + 1:].split()
     if not pid_s.isdigit():
-        raise ParseError("/proc/<pid>/stat", f"pid field {pid_s[:20]!r} is not a number")
+        raise ParseError("/proc/<pid>/stat", T("pid field {text} is not a number",
+                                               text=repr(pid_s[:20])))
     # fields after comm: 3 state, 4 ppid, ... 10 minflt, 12 majflt, 20 num_threads, 24 rss
     if len(rest) < 22:
-        raise ParseError("/proc/<pid>/stat", f"{len(rest) + 2} fields, expected at least 24")
+        raise ParseError("/proc/<pid>/stat", T("{n} fields, expected at least 24", n=len(rest) + 2))
     try:
         return ProcStat(int(pid_s), text[lpar + 1:rpar], rest[0], int(rest[1]), int(rest[7]),
                         int(rest[9]), int(rest[17]), int(rest[21]))
     except ValueError as exc:
-        raise ParseError("/proc/<pid>/stat", f"non-numeric field ({exc})") from None
+        raise ParseError("/proc/<pid>/stat", T("non-numeric field ({exc})", exc=str(exc))) from None
 
 
 def parse_thp_mode(text: str) -> str:
     """``always [madvise] never`` → ``madvise``."""
     m = re.search(r"\[(\w+)\]", text)
     if not m:
-        raise ParseError("/sys/kernel/mm/transparent_hugepage/enabled", "no [selected] mode")
+        raise ParseError("/sys/kernel/mm/transparent_hugepage/enabled", T("no [selected] mode"))
     return m.group(1)
 
 
@@ -74,7 +75,7 @@ def parse_meminfo(text: str) -> dict[str, int]:
         if sep and parts and parts[0].isdigit():
             out[key.strip()] = int(parts[0])
     if not out:
-        raise ParseError("/proc/meminfo", "no 'Key: value' lines")
+        raise ParseError("/proc/meminfo", T("no 'Key: value' lines"))
     return out
 
 
@@ -171,7 +172,7 @@ def sample_faults(host: Host, server_pid: int, pids: list[int], seconds: float) 
     t1 = host.monotonic(f"tlb:{server_pid}")
     dt = t1 - t0
     if dt <= 0:
-        raise ParseError(f"tlb:{server_pid} clock", f"window of {dt:g} s")
+        raise ParseError(f"tlb:{server_pid} clock", T("window of {dt} s", dt=f"{dt:g}"))
     threads: list[ProcRate] = []
     for pid in b:
         threads.extend(rates_between(ta.get(pid, {}), tb.get(pid, {}), dt))
@@ -246,7 +247,8 @@ def gather_hugepages(host: Host) -> HugePages:
         mem = {}
         errors.append(f"/proc/meminfo: {exc.reason}")
     if modes["enabled"] is None and not mem:
-        raise SourceMissing("/proc/meminfo and /sys/kernel/mm/transparent_hugepage", "; ".join(errors))
+        raise SourceMissing(N_("/proc/meminfo and /sys/kernel/mm/transparent_hugepage"),
+                            join("; ", errors))
     return HugePages(modes["enabled"], modes["defrag"], mem, tuple(errors))
 
 

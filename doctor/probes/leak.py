@@ -100,6 +100,7 @@ def gather_npu_memory_trend(host: Host, options: RunOptions, http: ServiceHttp |
         if i < n - 1:
             host.sleep(step)
     if len(points) < 3:
-        raise SourceMissing(source, f"only {len(points)} of {n} samples gave NPU memory "
-                            "(no npu-smi and no npu_device_memory_used_bytes in /metrics)")
+        raise SourceMissing(source, T("only {got} of {n} samples gave NPU memory (no npu-smi and "
+                                      "no npu_device_memory_used_bytes in /metrics)",
+                                      got=len(points), n=n))
     return NpuMemoryTrend(source, tuple(points), watch, clamped)

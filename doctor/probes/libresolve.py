@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
 from ..inputs import user_files
-from ..i18n import T, join
+from ..i18n import N_, T, join
 from ..options import RunOptions
 from ..registry import provider
 from .elf import ElfHeader, ElfInfo, parse_elf, parse_elf_header
@@ -525,9 +525,9 @@ def gather_libresolution(host: Host, options: RunOptions, env: ServiceEnv,
     targets = package_elf_files(host, pkgs)
     targets += [(_package_of_path(p), p) for p in options.elf_paths]
     if not targets:
-        raise SourceMissing("torch_npu / vllm_ascend shared objects",
-                            "neither package is installed in the service's interpreter "
-                            "and no --elf path was given")
+        raise SourceMissing(N_("torch_npu / vllm_ascend shared objects"),
+                            T("neither package is installed in the service's interpreter "
+                              "and no --elf path was given"))
     cache, _why = usable_cache(host)
     # --elf names the user's files (also under --root); what they load is the host's
     return resolve_targets(host, targets, env, cache, pkgs, user_files(host), options.elf_paths)

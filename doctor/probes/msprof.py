@@ -21,6 +21,7 @@ from operator import itemgetter
 from typing import BinaryIO, Iterable, Iterator
 
 from ..errors import ParseError, SourceError, SourceMissing
+from ..i18n import T
 from ..host import Host
 from ..inputs import user_files
 from ..options import RunOptions
@@ -467,20 +468,23 @@ def _chunks(stream: BinaryIO, size: int = 1 << 20) -> Iterator[bytes]:
 @provider
 def gather_profile(host: Host, options: RunOptions) -> Profile:
     if not options.profile_dir:
-        raise SourceMissing("--profile", "no profiler output given (pass --profile DIR)")
+        raise SourceMissing("--profile", T("no profiler output given (pass --profile DIR)"))
     root = options.profile_dir
     host = user_files(host)  # the user's directory, not a path inside a sysroot
     if not host.is_dir(root):
         if host.exists(root):
-            raise SourceError(f"--profile {root}", "is not a directory")
-        raise SourceError(f"--profile {root}", "not found")
+            raise SourceError(f"--profile {root}", T("is not a directory"))
+        raise SourceError(f"--profile {root}", T("not found"))
     layout, files, timelines = find_exports(host, root)
     chosen = [(f, _kind(f)) for f in files if _kind(f)]
     if not chosen:
-        raise SourceError(f"--profile {root}", "no op_summary / kernel_details / api_statistic / "
-                            "op_statistic / task_time CSV under it (msprof: PROF_*/"
-                            "mindstudio_profiler_output/, legacy PROF_*/device_*/summary/, "
-                            "torch_npu: *_ascend_pt/ASCEND_PROFILER_OUTPUT/)")
+        raise SourceError(f"--profile {root}", T("no {kinds} CSV under it ({layouts})",
+                                                 kinds="op_summary / kernel_details / api_statistic"
+                                                       " / op_statistic / task_time",
+                                                 layouts="msprof: PROF_*/mindstudio_profiler_"
+                                                         "output/, legacy PROF_*/device_*/summary/,"
+                                                         " torch_npu: *_ascend_pt/ASCEND_PROFILER_"
+                                                         "OUTPUT/"))
     # op_summary/kernel_details give per-task truth; op_statistic/task_time only fill gaps
     have_ops = {posixpath.dirname(f) for f, k in chosen if k in ("op_summary", "kernel_details")}
     acc = ProfileAcc()
@@ -495,7 +499,7 @@ def gather_profile(host: Host, options: RunOptions) -> Profile:
         except CsvFormatError as exc:
             raise ParseError(f, str(exc)) from None
         except csv.Error as exc:
-            raise ParseError(f, f"CSV syntax error: {exc}") from None
+            raise ParseError(f, T("CSV syntax error: {exc}", exc=str(exc))) from None
         used.append(f)
     for j in timelines[:4]:
         try:

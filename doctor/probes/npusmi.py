@@ -151,7 +151,7 @@ def parse_npu_smi_info(text: str, source: str = "npu-smi info") -> NpuSmiInfo:
                                  int(mem[1]) if mem else None, phy))
             pending = None
     if not tool and not chips:
-        raise ParseError(source, "no `npu-smi <ver> Version: <ver>` header and no NPU rows")
+        raise ParseError(source, T("no `npu-smi <ver> Version: <ver>` header and no NPU rows"))
     return NpuSmiInfo(tool, drv, tuple(chips), tuple(procs), tuple(idle), in_procs)
 
 
@@ -166,7 +166,7 @@ def parse_npu_smi_kv(text: str, source: str = "npu-smi info -t") -> tuple[tuple[
         if key and not key.startswith(("+", "|")) and len(key) < 80:
             out.append((key, value.strip()))
     if not out:
-        raise ParseError(source, "no `Key : value` line")
+        raise ParseError(source, T("no `Key : value` line"))
     return tuple(out)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 
 from ..errors import ParseError, SourceError, SourceMissing
+from ..i18n import T
 from ..host import Host
 from ..options import RunOptions
 from ..registry import provider
@@ -111,8 +112,8 @@ def parse_packages_json(text: str, source: str) -> Packages:
                 for k, v in doc["packages"].items()}
         return Packages(doc.get("python", ""), doc.get("executable", ""), source, pkgs)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # wrong shapes too
-        raise ParseError(source, f"package listing is not the expected JSON "
-                                 f"({type(exc).__name__}: {exc})") from None
+        raise ParseError(source, T("package listing is not the expected JSON ({kind}: {exc})",
+                                   kind=type(exc).__name__, exc=str(exc))) from None
 
 
 def parse_metadata(text: str) -> Package:
@@ -236,11 +237,12 @@ def gather_packages(host: Host, options: RunOptions,
         res = host.run([python, "-c", _SCRIPT], timeout=20.0, cap=8 * 1024 * 1024,
                        env={**minimal_env(host.environ()), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
         if not res.ok:
-            raise SourceError(f"{python} package listing", res.describe_failure())
+            raise SourceError(T("{python} package listing", python=python), res.describe_failure())
         return parse_packages_json(res.text, f"subprocess {python}")
     sites = [d for g in SITE_GLOBS for d in host.glob(g)]
     if not sites:
-        raise SourceMissing("site-packages", f"no {python} and no Python site-packages directory")
+        raise SourceMissing("site-packages", T("no {python} and no Python site-packages directory",
+                                               python=python))
     pkgs = read_dist_infos(host, sites)
     py = ""
     for s in sites:

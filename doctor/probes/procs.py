@@ -14,6 +14,7 @@ from typing import Mapping
 from urllib.parse import urlsplit
 
 from ..errors import ParseError, SourceError, SourceMissing
+from ..i18n import T
 from ..host import Host, ProcInfo
 from ..options import RunOptions
 from ..registry import provider
@@ -101,10 +102,12 @@ def parse_simple_yaml(text: str, source: str = "config") -> dict[str, "str | boo
         if not line.strip() or line.strip() == "---":
             continue
         if line[0] in " \t" or line.lstrip().startswith("- "):
-            raise ParseError(source, f"line {n}: nested YAML is not supported ({raw.strip()[:60]!r})")
+            raise ParseError(source, T("line {n}: nested YAML is not supported ({text})", n=n,
+                                       text=repr(raw.strip()[:60])))
         key, sep, value = line.partition(":")
         if not sep or not key.strip():
-            raise ParseError(source, f"line {n}: not a 'key: value' line ({raw.strip()[:60]!r})")
+            raise ParseError(source, T("line {n}: not a 'key: value' line ({text})", n=n,
+                                       text=repr(raw.strip()[:60])))
         value = value.strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
@@ -300,7 +303,7 @@ def _full_argv(host: Host, sp: ServiceProcess) -> ServiceProcess:
 def gather_service_processes(host: Host, options: RunOptions) -> ServiceProcesses:
     found = find_servers(host.processes(), options.pid)
     if options.pid is not None and not found.servers:
-        raise SourceMissing(f"pid {options.pid}", "no such process")
+        raise SourceMissing(T("pid {pid}", pid=options.pid), T("no such process"))
     if found.pinned:  # --pid names the service: its whole argv, even if it is no candidate
         found = ServiceProcesses(tuple(_full_argv(host, sp) for sp in found.servers), True)
     listening: dict[int, list[int]] = {}
@@ -327,6 +330,7 @@ def gather_service_env(host: Host, procs: ServiceProcesses | None) -> ServiceEnv
             env = parse_environ(host.proc_read(pid, "environ"))
             return ServiceEnv(env, f"/proc/{pid}/environ", pid)
         except (SourceMissing, SourceError) as exc:
-            return ServiceEnv(host.environ(), "the doctor's own environment", pid,
+            return ServiceEnv(host.environ(), T("the doctor's own environment"), pid,
                               f"/proc/{pid}/environ: {exc.reason}")
-    return ServiceEnv(host.environ(), "the doctor's own environment (no vLLM server running)")
+    return ServiceEnv(host.environ(),
+                      T("the doctor's own environment (no vLLM server running)"))

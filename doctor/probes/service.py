@@ -16,6 +16,7 @@ from typing import Iterable, Mapping
 
 from .. import boundedjson
 from ..errors import ParseError, SourceMissing
+from ..i18n import T
 from ..host import Host, HttpResponse
 from ..options import RunOptions
 from ..registry import provider
@@ -82,7 +83,7 @@ def parse_metrics(text: str, source: str = "/metrics") -> MetricsSnapshot:
     from prometheus_client.parser import text_string_to_metric_families
 
     if text.lstrip().startswith(("<", "{", "[")):
-        raise ParseError(source, "not Prometheus text exposition (looks like HTML or JSON)")
+        raise ParseError(source, T("not Prometheus text exposition (looks like HTML or JSON)"))
     samples: list[Sample] = []
     families: list[str] = []
     try:
@@ -93,7 +94,7 @@ def parse_metrics(text: str, source: str = "/metrics") -> MetricsSnapshot:
     except (ValueError, TypeError, IndexError, KeyError) as exc:
         raise ParseError(source, f"not Prometheus text exposition ({exc})"[:300]) from None
     if not samples and not families and text.strip():
-        raise ParseError(source, "no samples and no HELP/TYPE lines in the body")
+        raise ParseError(source, T("no samples and no HELP/TYPE lines in the body"))
     return MetricsSnapshot(tuple(samples), families=tuple(families))
 
 
@@ -257,9 +258,9 @@ def gather_service_http(host: Host, options: RunOptions,
     if not options.service_url_given and found:
         http = dataclasses.replace(http, pid=procs.primary.pid)  # type: ignore[union-attr]
     if not http.reachable and not options.service_url_given and not found:
-        raise SourceMissing(f"vLLM service at {base}",
-                            f"no vLLM server process and {http.health.error or 'no answer'} "
-                            "(pass --service URL to name one)")
+        raise SourceMissing(T("vLLM service at {base}", base=base),
+                            T("no vLLM server process and {why} (pass --service URL to name one)",
+                              why=http.health.error or T("no answer")))
     return http
 
 
@@ -307,7 +308,7 @@ class DavinciNodes:
 def gather_davinci_nodes(host: Host) -> DavinciNodes:
     nodes = tuple(p for p in host.glob("/dev/davinci*") if p.rsplit("davinci", 1)[-1].isdigit())
     if not nodes:
-        raise SourceMissing("/dev/davinci*", "no NPU device nodes")
+        raise SourceMissing("/dev/davinci*", T("no NPU device nodes"))
     return DavinciNodes(nodes)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import SourceError, SourceMissing
+from ..i18n import T
 from ..host import Host
 from ..spawn import RunAs, as_service, display, isolate_python, minimal_env
 from ..options import RunOptions
@@ -45,8 +46,9 @@ def pick_interpreter(procs: ServiceProcesses | None, options: RunOptions) -> tup
     if options.python:
         return options.python, "--python"
     if procs is not None and procs.primary is not None and procs.primary.interpreter:
-        return procs.primary.interpreter, f"the vLLM server's interpreter (pid {procs.primary.pid})"
-    return "python3", "python3 on PATH (no vLLM server running, no --python)"
+        return procs.primary.interpreter, T("the vLLM server's interpreter (pid {pid})",
+                                             pid=procs.primary.pid)
+    return "python3", T("python3 on PATH (no vLLM server running, no --python)")
 
 
 def service_credentials(host: Host, procs: ServiceProcesses | None,
@@ -79,8 +81,9 @@ def service_credentials(host: Host, procs: ServiceProcesses | None,
     if (uid < 0 or gid < 0) and host.kind == "bundle":
         return None  # a replay runs nothing; the collecting run made (and named) the drop
     if uid < 0 or gid < 0:
-        raise SourceMissing(f"pid {pid} credentials", "not run: the service's uid/gid are "
-                            "unknown, and its code is never run with the doctor's rights")
+        raise SourceMissing(T("pid {pid} credentials", pid=pid),
+                            T("not run: the service's uid/gid are unknown, and its code is never "
+                              "run with the doctor's rights"))
     name = proc.user if proc is not None and proc.user and not proc.user.isdigit() else ""
     return RunAs(uid, gid, name or ("root" if uid == 0 else ""))
 
@@ -90,7 +93,7 @@ def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses
                         env: ServiceEnv | None) -> TorchNpuImport:
     python, why = pick_interpreter(procs, options)
     if host.which(python) is None:
-        raise SourceMissing(python, f"interpreter not found ({why})")
+        raise SourceMissing(python, T("interpreter not found ({why})", why=why))
     own = host.environ()
     environ = env.env if env is not None else own
     if environ == own:  # the doctor's own environment: only what the import needs, no secrets
@@ -102,5 +105,5 @@ def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses
     who = cred.describe() if cred is not None else "the doctor's own user"
     ran = f"ran {display(isolate_python(tuple(argv)), 300)} as {who}" if host.kind != "bundle" else ""
     out = (res.stderr or res.stdout).decode("utf-8", "replace")
-    return TorchNpuImport(python, why, env.source if env else "the doctor's own environment",
+    return TorchNpuImport(python, why, env.source if env else T("the doctor's own environment"),
                           res.returncode, res.timed_out, res.duration_s, out[-8000:], ran)

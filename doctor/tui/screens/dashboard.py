@@ -13,7 +13,7 @@ from ...i18n import N_, tt
 from ...model import Finding
 from ..lang import localize_tree
 from ..state import CheckRow, RunState
-from ..widgets.checklist import CheckList
+from ..widgets.checklist import CheckList, category_name
 from ..widgets.findings import FindingsList
 from ..widgets.infobar import InfoBar
 from ..widgets.live import LivePanel
@@ -87,7 +87,7 @@ class DashboardScreen(Screen):
 
     def refresh_state(self, error: str | None = None) -> None:
         checks = self.query_one("#checks", CheckList)
-        checks.show_groups(self.state.groups(self.query_text))
+        checks.show_groups(self.state.groups(self.query_text), self._lang)
         if self.state.finished and not self.user_moved:
             self.action_worst(focus=False)
         self.query_one("#info", InfoBar).show_state(self.state, error)
@@ -97,7 +97,8 @@ class DashboardScreen(Screen):
         row = self.selected_row()
         # the group header scrolls away above a long group: the pane title keeps the category
         self.query_one("#checks", CheckList).border_title = (
-            tt(self._lang, "Checks · {category}", category=row.category.value) if row is not None
+            tt(self._lang, "Checks · {category}",
+               category=category_name(row.category, self._lang)) if row is not None
             else tt(self._lang, "Checks"))
         self.query_one("#findings", FindingsList).show_row(row)
 

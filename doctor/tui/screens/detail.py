@@ -14,6 +14,7 @@ from textual.widgets import Footer, Header, Markdown, Pretty, Static
 from ...i18n import N_, tr, tt
 from ...model import Finding
 from ..state import CheckRow
+from ..widgets.checklist import category_name
 from ..widgets.render import status_piece
 
 HEADINGS = {"en": {"cause": "Cause", "steps": "Steps", "advice": "Notes", "sources": "Sources",
@@ -72,7 +73,7 @@ class DetailScreen(Screen):
                          id="d-title")
             meta = [(tt(lang, "severity") + " ", "$text-muted"), tr(f.severity.value, lang),
                     ("   " + tt(lang, "category") + " ", "$text-muted"),
-                    (f.category or r.category).value]
+                    category_name(f.category or r.category, lang)]
             if f.subject:
                 meta += [("   " + tt(lang, "subject") + " ", "$text-muted"), tr(f.subject, lang)]
             if f.fix:

@@ -7,6 +7,9 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from ...i18n import tr
+from ...model import Category
+from ...report.text import CATEGORY_NAMES
 from ..state import Group
 from .render import status_piece
 
@@ -23,6 +26,11 @@ def group_counts(group: Group) -> list[tuple[str, str] | str]:
     return out
 
 
+def category_name(category: Category, lang: str | None) -> str:
+    """The category as the reader sees it: the text report's word, in ``lang``."""
+    return tr(CATEGORY_NAMES.get(category.value, category.value), lang)
+
+
 class CheckList(OptionList):
     """Category headers (not selectable) and their checks; the highlighted check's id."""
 
@@ -36,12 +44,12 @@ class CheckList(OptionList):
                 tooltip="Open the check's worst finding: cause, steps, evidence"),
     ]
 
-    def show_groups(self, groups: list[Group]) -> None:
+    def show_groups(self, groups: list[Group], lang: str | None = "en") -> None:
         keep = self.highlighted_check
         options: list[Option] = []
         for g in groups:
             options.append(Option(Content.assemble(status_piece(g.state), " ",
-                                                   (g.category.value, "bold"),
+                                                   (category_name(g.category, lang), "bold"),
                                                    *group_counts(g)),
                                   id=f"cat:{g.category.value}", disabled=True))
             for r in g.rows:
