@@ -19,6 +19,7 @@ from ascend_doctor.errors import SourceError, SourceMissing
 from ascend_doctor.facts import FactFailed, FactStore
 from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.npusmi import NpuSmi
 from ascend_doctor.probes.packages import Packages
 from ascend_doctor.probes.procs import ServiceEnv, ServiceProcess, ServiceProcesses
 from ascend_doctor.probes.service import DavinciNodes, ServiceHttp, cache_config
@@ -232,26 +233,64 @@ def _devices(sp: ServiceProcess, all_devices: tuple[str, ...]) -> tuple[str, ...
     return tuple(d.strip() for d in sp.visible_devices.split(",") if d.strip())
 
 
+def _world_size(sp: ServiceProcess) -> int:
+    """NPUs one server drives on this node: TP × PP × local data-parallel ranks."""
+    tp = _int(_flag(sp, "tensor-parallel-size")) or 1
+    pp = _int(_flag(sp, "pipeline-parallel-size")) or 1
+    dp = (_int(_flag(sp, "data-parallel-size-local"))
+          or _int(_flag(sp, "data-parallel-size")) or 1)
+    return tp * pp * dp
+
+
+def _used_devices(sp: ServiceProcess, all_devs: tuple[str, ...],
+                  smi: NpuSmi | None) -> tuple[tuple[str, ...], str]:
+    """The NPUs a server really uses, and how that was learnt.
+
+    npu-smi's process table names them when it lists a process of the server's tree (its
+    workers hold the memory). Otherwise the server takes the first TP×PP×DP of the NPUs it
+    sees: ASCEND_RT_VISIBLE_DEVICES, or every /dev/davinci* node when that is unset — so two
+    TP-1 servers without the variable share NPU 0, not all eight.
+    """
+    if smi is not None and smi.info is not None and smi.info.processes:
+        tree = {sp.pid, *(c.pid for c in sp.children)}
+        held = sorted({p.npu for p in smi.info.processes if p.pid in tree})
+        if held:
+            return tuple(str(n) for n in held), "npu-smi"
+    seen = _devices(sp, all_devs)
+    src = "ASCEND_RT_VISIBLE_DEVICES" if seen is not all_devs else "/dev/davinci*"
+    if seen == ("all",):
+        return seen, "unknown"
+    return seen[:_world_size(sp)], src
+
+
+def _dev_key(dev: str) -> tuple[int, str]:
+    return (int(dev), "") if dev.isdigit() else (1 << 30, dev)
+
+
 @check("config.gpu-memory", title="--gpu-memory-utilization per instance and per shared NPU",
-       category=Category.CONFIG, tags=("service", "config", "memory"), timeout=15.0)
+       category=Category.CONFIG, tags=("service", "config", "memory"), timeout=45.0)
 def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
-               nodes: DavinciNodes | None) -> Iterator[Finding]:
+               nodes: DavinciNodes | None, smi: NpuSmi | None = None) -> Iterator[Finding]:
     if not procs.servers:
         yield Finding.skip(T("no vLLM server process"))
         return
     cc = cache_config(http)
     all_devs = tuple(n.rsplit("davinci", 1)[-1] for n in nodes.nodes) if nodes else ("all",)
     per_device: dict[str, list[tuple[int, float]]] = {}
+    sources: dict[int, str] = {}
     unknown: list[int] = []
     for i, sp in enumerate(procs.servers):
         util = _float(_flag(sp, "gpu-memory-utilization"))
         if util is None and i == 0 and cc.get("gpu_memory_utilization"):
             util = _float(cc.get("gpu_memory_utilization"))
         util = 0.9 if util is None else util
-        if len(procs.servers) > 1 and sp.visible_devices is None and sp.env_error:
+        used, how = _used_devices(sp, all_devs, smi)
+        if (len(procs.servers) > 1 and how != "npu-smi" and sp.visible_devices is None
+                and sp.env_error):
             unknown.append(sp.pid)  # its devices are unknown: not "every NPU, shared"
         else:
-            for d in _devices(sp, all_devs):
+            sources[sp.pid] = how
+            for d in used:
                 per_device.setdefault(d, []).append((sp.pid, util))
         ev = {"gpu_memory_utilization": util, "limit": GPU_UTIL_MAX}
         if util > GPU_UTIL_MAX:
@@ -264,7 +303,7 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
         else:
             yield Finding.passed(f"--gpu-memory-utilization {util:g}", subject=_subject(sp),
                                  evidence=ev)
-    for dev, users in sorted(per_device.items()):
+    for dev, users in sorted(per_device.items(), key=lambda kv: _dev_key(kv[0])):
         total = sum(u for _, u in users)
         if len(users) > 1 and total > 1.0:
             share = round(0.95 / len(users), 2)
@@ -273,7 +312,9 @@ def gpu_memory(procs: ServiceProcesses, http: ServiceHttp | None,
                                  "share of the whole device)", dev=dev, n=len(users),
                                  total=f"{total:.2f}"),
                                subject=f"NPU {dev}",
-                               evidence={"instances": [{"pid": p, "utilization": u} for p, u in users]},
+                               evidence={"instances": [{"pid": p, "utilization": u,
+                                                        "devices_from": sources[p]}
+                                                       for p, u in users]},
                                kb="ASC-CFG-005", fix="service.launch-flags",
                                fix_params={"pids": [p for p, _ in users],
                                            "set": [["--gpu-memory-utilization", str(share)]]})

@@ -345,3 +345,66 @@ def test_vllm_cli_main_module_is_a_server():
     assert is_vllm_server(argv)
     flags, pos = parse_vllm_args(argv)
     assert pos == "Qwen/Qwen3-8B" and flags == {"port": "9000"}
+
+
+def _eight() -> "DavinciNodes":
+    from ascend_doctor.probes.service import DavinciNodes
+    return DavinciNodes(tuple(f"/dev/davinci{i}" for i in range(8)))
+
+
+def _shared(fs):
+    return [f for f in fs if f.kb == ("ASC-CFG-005",)]
+
+
+def test_two_tp1_servers_without_visible_devices_share_npu_0_only():
+    """Without ASCEND_RT_VISIBLE_DEVICES each server takes the first TP×PP NPUs it sees, so
+    two TP-1 servers collide on NPU 0 — one fail, not one per /dev/davinci node."""
+    two = procs(server(1, ("--gpu-memory-utilization", "0.6")),
+                server(2, ("--gpu-memory-utilization", "0.6")))
+    (f,) = _shared(config.gpu_memory(two, None, _eight()))
+    assert f.subject == "NPU 0" and f.status == Status.FAIL
+    assert {i["devices_from"] for i in f.evidence["instances"]} == {"/dev/davinci*"}
+    # TP 4 each, no variable: both drive NPUs 0-3
+    tp4 = procs(server(1, ("--gpu-memory-utilization", "0.6", "--tensor-parallel-size", "4")),
+                server(2, ("--gpu-memory-utilization", "0.6", "--tensor-parallel-size", "4")))
+    assert [f.subject for f in _shared(config.gpu_memory(tp4, None, _eight()))] == [
+        "NPU 0", "NPU 1", "NPU 2", "NPU 3"]
+    # TP 4 on 0-3 and TP 4 on 4-7: apart
+    apart = procs(server(1, ("--gpu-memory-utilization", "0.6", "--tensor-parallel-size", "4"),
+                         visible="0,1,2,3"),
+                  server(2, ("--gpu-memory-utilization", "0.6", "--tensor-parallel-size", "4"),
+                         visible="4,5,6,7"))
+    assert not _shared(config.gpu_memory(apart, None, _eight()))
+    # NPU ids sort as numbers: 10 after 2
+    wide = procs(server(1, ("--gpu-memory-utilization", "0.6"), visible="10,2"),
+                 server(2, ("--gpu-memory-utilization", "0.6", "--tensor-parallel-size", "2"),
+                        visible="10,2"))
+    assert [f.subject for f in _shared(config.gpu_memory(wide, None, None))] == ["NPU 10"]
+
+
+def test_npu_smi_process_table_names_the_devices_a_server_uses():
+    """npu-smi's process table (the real A2 layout: pid 124528 holds NPU 0) is the direct
+    evidence: a worker of the server there puts the server on that NPU whatever its
+    environment says or could not say."""
+    from ascend_doctor.host import CommandResult
+    from ascend_doctor.probes.npusmi import NpuSmi, parse_npu_smi_info
+    from tests.fixtures.npusmi import A2
+    smi = NpuSmi(("npu-smi", "info"), CommandResult(("npu-smi", "info"), 0, A2.encode(), b"", 0.1),
+                 parse_npu_smi_info(A2))
+    worker = ProcInfo(124528, 1, "VLLMWorker_TP0", ("VLLMWorker_TP0",), "vllm")
+    a = server(1, ("--gpu-memory-utilization", "0.6"), visible="1")
+    a = type(a)(a.proc, (worker,), a.args, a.model, visible_devices="1")  # env says 1, smi says 0
+    b = server(2, ("--gpu-memory-utilization", "0.6"), visible="0")
+    (f,) = _shared(config.gpu_memory(procs(a, b), None, _eight(), smi))
+    assert f.subject == "NPU 0"
+    assert {i["pid"]: i["devices_from"] for i in f.evidence["instances"]} == {
+        1: "npu-smi", 2: "ASCEND_RT_VISIBLE_DEVICES"}
+    # a server whose environment could not be read is judged from npu-smi, not left unknown
+    c = type(b)(ProcInfo(3, 1, "python3", b.proc.cmdline, "vllm"), (worker,), b.args, b.model,
+                visible_devices=None, env_error="permission denied")
+    fs = list(config.gpu_memory(procs(c, b), None, _eight(), smi))
+    assert [f.subject for f in _shared(fs)] == ["NPU 0"]
+    assert not any("not judged" in f.message for f in fs)
+    # without the table the same pair is not judged for pid 3
+    fs = list(config.gpu_memory(procs(c, b), None, _eight()))
+    assert not _shared(fs) and any("not judged" in f.message and "pid 3" in f.message for f in fs)
