@@ -159,3 +159,29 @@ def test_next_on_the_demo_is_something_new():
     assert shown >= 20
     lib002 = next_step(list(kb.get("ASC-LIB-002").steps), "en", "demo", ran)
     assert lib002 is not None and "cat /etc/ld.so.conf" not in lib002
+
+
+# shell words and programs of an Ascend host (or its tool chain) a KB step may start with
+SHELL_WORDS = {"export", "source", "for", "cd", "unset", "echo", "sudo", "env", "watch"}
+ASCEND_PROGRAMS = HOST_PROGRAMS | {"hccn_tool", "msprof-analyze", "py-spy", "pidstat",
+                                   "strace", "useradd", "pip", "python", "tshark", "file",
+                                   "dmesg", "ss", "ip", "ps", "free", "watch", "getent", "curl"}
+
+
+def test_every_kb_command_starts_with_a_program():
+    """A KB step's `cmd` is pasted at a shell prompt: it must start with a program or a shell
+    word, never with a launch flag (`$ --enforce-eager`) or a PromQL expression."""
+    from ascend_doctor import knowledge
+    bad = []
+    for e in knowledge.load().entries.values():
+        for i, s in enumerate(e.steps, 1):
+            if not s.get("cmd"):
+                continue
+            argv = shlex.split(s["cmd"])
+            while argv and "=" in argv[0] and not argv[0].startswith("-"):
+                argv = argv[1:]  # VAR=value prefixes
+            first = argv[0] if argv else ""
+            if not (first in SHELL_WORDS or first in ASCEND_PROGRAMS or first == "ascend-doctor"
+                    or first.startswith("./") or shutil.which(first)):
+                bad.append(f"{e.id}.steps[{i}]: {s['cmd'][:60]}")
+    assert not bad, bad
