@@ -117,11 +117,15 @@ def visible_devices(env: ServiceEnv, dev: AscendDevices) -> Iterator[Finding]:
 
 @check("container.driver-mounts", title="Inside a container, the host driver files are mounted",
        category=Category.CONTAINER, tags=("container", "driver"))
-def driver_mounts(ctr: ContainerInfo) -> Iterator[Finding]:
+def driver_mounts(ctr: ContainerInfo, stack: AscendStack | None = None) -> Iterator[Finding]:
     if not ctr.in_container:
         yield Finding.skip(T("not in a container (no /.dockerenv, /run/.containerenv, or "
                              "container cgroup in /proc/1/cgroup)"))
         return
+    if stack is not None:
+        # no device node, driver, CANN or service either: a container that was not given
+        # NPUs at all — one absence, said once, not a critical "mounts missing"
+        stack.require()
     missing = [p for p, ok in ctr.mounts.items() if not ok]
     if missing:
         yield Finding.fail(T("in a container ({why}) without {missing}: torch_npu then fails "

@@ -136,14 +136,16 @@ def perms(conf: LdSoConf, state: LdConfState) -> Iterator[Finding]:
 def dirs_exist(state: LdConfState) -> Iterator[Finding]:
     missing = [d for d in state.search_dirs if not d.exists]
     for d in missing:
-        sev = "ASC-LIB-010"
-        yield (Finding.fail if "/Ascend/" in d.path + "/" else Finding.warn)(
-            T("{path} is configured ({origin}) but does not exist: the Ascend package that "
-              "owns it is not installed or was moved", path=d.path, origin=d.origin)
-            if "/Ascend/" in d.path else
-            T("{path} is configured ({origin}) but does not exist", path=d.path,
-              origin=d.origin),
-            subject=d.path, evidence={"dir": d.path, "origin": d.origin}, kb=sev)
+        ev = {"dir": d.path, "origin": d.origin}
+        if "/Ascend/" in d.path + "/":
+            yield Finding.fail(T("{path} is configured ({origin}) but does not exist: the Ascend "
+                                 "package that owns it is not installed or was moved",
+                                 path=d.path, origin=d.origin),
+                               subject=d.path, evidence=ev, kb="ASC-LIB-010")
+        else:  # stock distro files name such dirs (/usr/local/lib/<triplet>); ld.so skips them
+            yield Finding.info(T("{path} is configured ({origin}) but does not exist; ld.so "
+                                 "skips it", path=d.path, origin=d.origin),
+                               subject=d.path, evidence=ev)
     if not missing:
         yield Finding.passed(T("all {n} configured directories exist", n=len(state.search_dirs)))
 

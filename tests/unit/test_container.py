@@ -122,3 +122,18 @@ def test_non_root_rule(sysroot):
     assert f.status == Status.PASS
     (f,) = non_root(ServiceProcesses(()))
     assert f.status == Status.SKIP
+
+
+def test_container_without_any_ascend_stack_is_one_absence(sysroot):
+    """A container given no NPU at all: the run says 'no Ascend stack', not 'mounts missing'."""
+    from ascend_doctor.probes.stack import NO_STACK_SOURCE, AscendStack
+    from ascend_doctor.errors import SourceMissing
+    sysroot.write("/.dockerenv", "")
+    ctr = gather_container(sysroot.host())
+    assert ctr.in_container
+    with pytest.raises(SourceMissing) as e:
+        list(driver_mounts(ctr, AscendStack()))
+    assert e.value.source == NO_STACK_SOURCE
+    # a device node alone is a stack: the missing driver mounts are then a real failure
+    (f,) = driver_mounts(ctr, AscendStack(devices=("/dev/davinci0",)))
+    assert f.status == Status.FAIL and f.kb == ("ASC-CTR-004",)
