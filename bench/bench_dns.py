@@ -98,7 +98,14 @@ OURS = ("import sys; from ascend_doctor.probes.dnsstats import analyse_capture;"
 
 
 def run(quick: bool = False) -> list[dict]:
-    packets = 100_000 if quick else 1_000_000
+    """One block of rows per size (10⁴, 10⁵, 10⁶ packets), so the table shows how cost grows."""
+    rows: list[dict] = []
+    for packets in ((10_000, 100_000) if quick else (10_000, 100_000, 1_000_000)):
+        rows += _run_size(packets)
+    return rows
+
+
+def _run_size(packets: int) -> list[dict]:
     tmp = tempfile.mkdtemp(prefix="bench-dns-")
     path = os.path.join(tmp, "load.pcap")
     try:
@@ -110,7 +117,9 @@ def run(quick: bool = False) -> list[dict]:
 
         n = 3
         ours_argv = [sys.executable, "-c", OURS, path]
-        name = f"dns: {packets:,} packets ({os.path.getsize(path) / 2**20:.0f} MiB pcap)"
+        size = os.path.getsize(path) / 2**20
+        name = f"dns: {packets:,} packets ({size:.0f} MiB pcap)" if size >= 10 else \
+            f"dns: {packets:,} packets ({size:.1f} MiB pcap)"
         rows = []
         for tool, argv in (("tshark", ["tshark", "-r", path, "-Y", "dns"]),
                            ("tcpdump", ["tcpdump", "-n", "-r", path, "udp", "port", "53"])):
@@ -127,8 +136,7 @@ def run(quick: bool = False) -> list[dict]:
             rows.append({"name": name, "ours_s": round(ours[0], 3), "peer": None,
                          "peer_s": None, "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": None,
                          "note": "tshark and tcpdump not installed: peers skipped"})
-        row = rows
-        return row
+        return rows
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -113,6 +113,9 @@ def test_p99_over_interval_and_disabled_stats():
     f = next(f for f in service.metrics(h) if f.message.startswith("TTFT"))
     assert f.status == Status.WARN and 0.9 < f.evidence["p99_s"] <= 1.0
     assert "scrape interval" in f.evidence["window"]
+    # a slow P99 says nothing of the KV state: its summary (with the preemption counter) stays
+    (kv,) = [f for f in service.metrics(h) if "preemptions" in f.evidence]
+    assert kv.status == Status.PASS and "0 waiting" in kv.message
     off = http(MetricsSnapshot((Sample("http_requests_total", {"handler": "/health"}, 3.0),), 0))
     f = list(service.metrics(off))[0]
     assert f.status == Status.WARN and f.kb == ("ASC-SVC-005",)
