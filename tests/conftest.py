@@ -12,6 +12,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The test extra installs hyperscan so its engine is compared with the pure-Python scan
+# (tests/unit/test_logs_scan.py, test_triage_chunks.py, tests/integration/test_scan_engines.py);
+# everything else runs the pure-Python path that a plain `pip install ascend-doctor` has.
+os.environ.setdefault("ASCEND_DOCTOR_SCAN_ENGINE", "python")
+
 
 class Sysroot:
     """A directory tree standing in for a host's /."""

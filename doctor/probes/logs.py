@@ -7,6 +7,7 @@ past ``TAIL_BYTES`` only the tail is read (the recent part is what explains a fa
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
@@ -252,6 +253,8 @@ def scan_engine(literals: list[str], prefer: str | None = None) -> "_PyEngine | 
     Only ASCII literals are searched, and only up to a newline (no line holds one before its
     end): lines with other bytes always reach the exact test.
     """
+    # ASCEND_DOCTOR_SCAN_ENGINE=python|hyperscan picks one (to rule the accelerator out, or in)
+    prefer = prefer or os.environ.get("ASCEND_DOCTOR_SCAN_ENGINE") or None
     found = {lit.encode().split(b"\n")[0] for lit in literals if lit.isascii()} - {b""}
     # a literal holding another is found through it: only the minimal ones are searched
     lits = sorted(a for a in found if not any(b != a and b in a for b in found))

@@ -143,7 +143,8 @@ def test_engines_find_every_line_with_a_literal():
         assert set(starts) <= engine.line_starts(block), engine.name
 
 
-def test_pure_python_engine_is_the_fallback():
+def test_pure_python_engine_is_the_fallback(monkeypatch):
+    monkeypatch.delenv("ASCEND_DOCTOR_SCAN_ENGINE", raising=False)
     assert isinstance(scan_engine(PRE.literals, "python"), _PyEngine)
     try:
         import hyperscan  # noqa: F401
@@ -151,3 +152,11 @@ def test_pure_python_engine_is_the_fallback():
         assert isinstance(scan_engine(PRE.literals), _PyEngine)
     else:
         assert isinstance(scan_engine(PRE.literals), _HsEngine)
+
+
+def test_the_environment_picks_the_engine(monkeypatch):
+    monkeypatch.setenv("ASCEND_DOCTOR_SCAN_ENGINE", "python")
+    assert isinstance(scan_engine(PRE.literals), _PyEngine)
+    pytest.importorskip("hyperscan")
+    monkeypatch.setenv("ASCEND_DOCTOR_SCAN_ENGINE", "hyperscan")
+    assert isinstance(scan_engine(PRE.literals), _HsEngine)
