@@ -15,7 +15,7 @@ from typing import Iterator
 
 from packaging.version import InvalidVersion, Version
 
-from ascend_doctor.errors import SourceError, SourceMissing
+from ascend_doctor.errors import SourceError, SourceMissing, describe
 from ascend_doctor.facts import FactFailed, FactStore
 from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
@@ -143,7 +143,7 @@ def block_size(procs: ServiceProcesses | None, http: ServiceHttp | None,
         pkgs: Packages | None = facts.get(Packages)
         unknown = None
     except (SourceMissing, SourceError, FactFailed) as exc:
-        pkgs, unknown = None, str(exc)
+        pkgs, unknown = None, describe(exc)
     yield from block_size_from(procs, http, pkgs, unknown)
 
 

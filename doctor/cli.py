@@ -15,8 +15,8 @@ import click
 
 from . import __version__
 from .cli_common import _die, build_options, default_lang, input_options
-from .i18n import tr, tt
-from .errors import DoctorError, UsageError
+from .i18n import Msg, T, tr, tt
+from .errors import DoctorError, SourceError, SourceMissing, UsageError
 from .opening import demo_host, open_host  # noqa: F401  (tests open hosts through the CLI)
 
 
@@ -87,10 +87,28 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [w for v in values for w in v.split(",") if w]
 
 
-def _one_line(exc: BaseException) -> str:
-    """The error as one line (tarfile/OSError messages may span several)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+def _one_line(exc: BaseException, lang: str | None = None) -> str:
+    """The error as one line in ``lang`` (tarfile/OSError messages may span several): a
+    message built with T() is translated, a source's name and reason each on their own."""
+    arg = exc.args[0] if exc.args else None
+    if isinstance(arg, Msg):
+        text = tr(arg, lang)
+    elif isinstance(exc, (SourceMissing, SourceError)):
+        text = f"{tr(exc.source, lang)}: {tr(exc.reason, lang)}"
+    else:
+        text = str(exc)
+    text = " ".join(text.split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:299] + "…"
+
+
+def _arg_lang(args: list[str]) -> str:
+    """The --lang a command line asks for (its errors speak it), else LANG's."""
+    for i, a in enumerate(args):
+        v = a[7:] if a.startswith("--lang=") else (args[i + 1] if a == "--lang" and
+                                                  i + 1 < len(args) else None)
+        if v in ("en", "zh"):
+            return v
+    return default_lang()
 
 
 class _Group(click.Group):
@@ -99,6 +117,8 @@ class _Group(click.Group):
     internal error. ``ASCEND_DOCTOR_DEBUG=1`` lets the exception (and traceback) through."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # read before click hands the arguments to the subcommand (it empties these)
+        lang = _arg_lang([*getattr(ctx, "_protected_args", ()), *ctx.args])
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
@@ -106,23 +126,23 @@ class _Group(click.Group):
         except DoctorError as exc:
             if os.environ.get("ASCEND_DOCTOR_DEBUG"):
                 raise
-            _die(_one_line(exc))
+            _die(_one_line(exc, lang))
         except OSError as exc:
             if os.environ.get("ASCEND_DOCTOR_DEBUG"):
                 raise
             where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
-            _die(tt(default_lang(), "cannot use{where}: {reason}", where=where,
-                    reason=exc.strerror or _one_line(exc)))
+            _die(tt(lang, "cannot use{where}: {reason}", where=where,
+                    reason=exc.strerror or _one_line(exc, lang)))
         except ValueError as exc:
             if os.environ.get("ASCEND_DOCTOR_DEBUG"):
                 raise
-            _die(tt(default_lang(), "bad input: {reason}", reason=_one_line(exc)))
+            _die(tt(lang, "bad input: {reason}", reason=_one_line(exc, lang)))
         except Exception as exc:  # a bug: one line, the traceback on request
             if os.environ.get("ASCEND_DOCTOR_DEBUG"):
                 raise
-            _die(tt(default_lang(), "internal error ({kind}: {reason}); rerun with "
+            _die(tt(lang, "internal error ({kind}: {reason}); rerun with "
                     "ASCEND_DOCTOR_DEBUG=1 for the traceback", kind=type(exc).__name__,
-                    reason=_one_line(exc)))
+                    reason=_one_line(exc, lang)))
 
 
 @click.group(cls=_Group, invoke_without_command=True,
@@ -173,7 +193,7 @@ def check_cmd(only=(), skip=(), as_json=False, as_text=False, junit=None, markdo
               fail_on="fail", verbose=False, npd=False, **kw: Any) -> None:
     """Run the checks and print a report (text unless --json or --markdown)."""
     if sum((as_json, as_text, markdown, npd)) > 1:
-        raise UsageError("choose one of --json, --text, --markdown, --npd")
+        raise UsageError(T("choose one of --json, --text, --markdown, --npd"))
     host = open_host(kw.get("root"), kw.get("bundle"))
     options = _with_bundle_options(host, build_options(kw), click.get_current_context())
     report = run_report(host, options, _split(only), _split(skip), kw.get("timeout"),
@@ -267,7 +287,7 @@ def collect_cmd(output: str | None, only=(), skip=(), **kw: Any) -> None:
     from .bundle import RecordingHost
 
     if kw.get("bundle"):
-        raise UsageError("collect reads a live host or a sysroot, not a bundle")
+        raise UsageError(T("collect reads a live host or a sysroot, not a bundle"))
     inner = open_host(kw.get("root"), None)
     rec = RecordingHost(inner)
     options = build_options(kw)
@@ -285,7 +305,8 @@ def collect_cmd(output: str | None, only=(), skip=(), **kw: Any) -> None:
         digest = sha.hexdigest()
         size = os.path.getsize(output)
     except OSError as exc:
-        raise DoctorError(f"cannot write bundle {output}: {exc.strerror or exc}") from None
+        raise DoctorError(T("cannot write bundle {path}: {reason}", path=output,
+                              reason=str(exc.strerror or exc))) from None
     n = sum(len(t) for t in data.index.values())
     lang = options.lang
     click.echo(tt(lang, "wrote {output}: {n} answers, {blobs} blobs, {failed} sources that "

@@ -66,24 +66,28 @@ def run_check(spec: CheckSpec, store: FactStore) -> tuple[Finding, ...]:
                                reason=_msg(exc.reason)),
                              evidence={"source": exc.source, "reason": exc.reason}),)
     except ParseError as exc:
+        # every check that needed this input fails the same way: one problem, not one per check
         return (Finding.error(T("cannot parse {source}: {reason}", source=_msg(exc.source),
                                 reason=_msg(exc.reason)),
-                              evidence={"source": exc.source, "reason": exc.reason}),)
+                              evidence={"source": exc.source, "reason": exc.reason},
+                              cause=f"input:{exc.source}"),)
     except SourceError as exc:
         return (Finding.error(T("cannot read {source}: {reason}", source=_msg(exc.source),
                                 reason=_msg(exc.reason)),
-                              evidence={"source": exc.source, "reason": exc.reason}),)
+                              evidence={"source": exc.source, "reason": exc.reason},
+                              cause=f"input:{exc.source}"),)
     except Cancelled as exc:  # abandoned: the engine already reported the timeout
-        return (Finding.error(f"abandoned: {exc.reason}"),)
+        return (Finding.error(T("abandoned: {reason}", reason=_msg(exc.reason))),)
     except FactFailed as exc:
-        return (Finding.error(f"could not gather {exc.fact}: {exc.reason}",
+        return (Finding.error(T("could not gather {fact}: {reason}", fact=exc.fact,
+                                reason=_msg(exc.reason)),
                               evidence={"fact": exc.fact, "reason": exc.reason,
                                         "traceback": _tb(exc.__cause__)}),)
     except Exception as exc:
-        return (Finding.error(f"check crashed: {type(exc).__name__}: {exc}",
+        return (Finding.error(T("check crashed: {error}", error=f"{type(exc).__name__}: {exc}"),
                               evidence={"traceback": _tb(exc)}),)
     if not findings:
-        findings = (Finding.passed("no problem found"),)
+        findings = (Finding.passed(T("no problem found")),)
     return findings
 
 
@@ -160,10 +164,11 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
                 left = slot.started + limit - now
                 if left <= 0:
                     # kills what the check started (process groups) before the run goes on
-                    slot.token.cancel(f"the check timed out after {limit:g} s")
+                    slot.token.cancel(T("the check timed out after {limit:g} s", limit=limit))
                     results[slot.spec.id] = CheckResult(
                         slot.spec.id, slot.spec.title, slot.spec.category, slot.spec.tags,
-                        (Finding.error(f"timed out after {limit:g} s (the check was abandoned)",
+                        (Finding.error(T("timed out after {limit:g} s (the check was abandoned)",
+                                       limit=limit),
                                        evidence={"timeout_s": limit}),), round(limit, 4))
                     if on_result is not None:
                         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .i18n import T
+
 
 class DoctorError(Exception):
     """Base class for errors the doctor reports in words, never as a traceback."""
@@ -14,7 +16,7 @@ class SourceMissing(DoctorError):
     """
 
     def __init__(self, source: str, reason: str = "not found") -> None:
-        super().__init__(f"{source}: {reason}")
+        super().__init__(T("{source}: {reason}", source=source, reason=reason))
         self.source = source
         self.reason = reason
 
@@ -23,7 +25,7 @@ class SourceError(DoctorError):
     """A source exists but could not be read (permission denied, I/O error, timeout)."""
 
     def __init__(self, source: str, reason: str) -> None:
-        super().__init__(f"{source}: {reason}")
+        super().__init__(T("{source}: {reason}", source=source, reason=reason))
         self.source = source
         self.reason = reason
 
@@ -38,3 +40,10 @@ class UsageError(DoctorError):
 
 class BundleError(DoctorError):
     """A bundle cannot be opened: corrupt, truncated or not a bundle at all."""
+
+
+def describe(exc: BaseException) -> str:
+    """The exception's message, kept translatable when it was built with T() (``str(exc)``
+    is always the English text)."""
+    arg = exc.args[0] if len(exc.args) == 1 else None
+    return arg if isinstance(arg, str) and arg else (str(exc) or type(exc).__name__)

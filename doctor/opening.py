@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from .errors import BundleError, UsageError
+from .i18n import T
 
 
 def open_host(root: str | None, bundle: str | None, overlay: str | None = None) -> Any:
@@ -19,11 +20,11 @@ def open_host(root: str | None, bundle: str | None, overlay: str | None = None) 
     planned against a bundle writes.
     """
     if root and bundle:
-        raise UsageError("--root and --bundle exclude each other")
+        raise UsageError(T("--root and --bundle exclude each other"))
     if bundle:
         from .bundle import BundleHost
         if not os.path.exists(bundle):
-            raise BundleError(f"bundle {bundle} does not exist")
+            raise BundleError(T("bundle {path} does not exist", path=bundle))
         return BundleHost.open(bundle, overlay)
     from .host import LiveHost
     return LiveHost(root or "/")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from . import ranking
+from .i18n import tr, tt
 from .model import CheckResult, Finding, Report, Severity, Status
 from .model import worst as worst_status
 
@@ -54,8 +55,14 @@ class Problem:
         return list(dict.fromkeys(r.check_id for r, _ in self.members))
 
     def title(self, kb: Any = None, lang: str = "en") -> str:
-        """The KB entry's title of the head finding, else the check's title."""
+        """The KB entry's title of the head finding, else the check's title; for a check
+        that could not run, the input it could not use (its title states what should hold)."""
         r, f = self.head
+        if f.status is Status.ERROR and not f.kb:
+            src = f.evidence.get("source") if isinstance(f.evidence, dict) else None
+            if src:
+                return tt(lang, "{source} cannot be used", source=tr(str(src), lang))
+            return tt(lang, "{check} could not run", check=r.check_id)
         for kid in f.kb:
             entry = kb.get(kid) if kb is not None else None
             if entry is not None:
@@ -138,3 +145,9 @@ def worst(results: Report | Iterable[CheckResult], kb: Any = None) -> Pair | Non
 
 def failed_checks(report: Report) -> int:
     return sum(1 for r in report.results if r.status in (Status.FAIL, Status.ERROR))
+
+
+def broken_checks(report: Report) -> tuple[int, int]:
+    """(checks that failed, checks that could not run): a verdict tells them apart."""
+    return (sum(1 for r in report.results if r.status is Status.FAIL),
+            sum(1 for r in report.results if r.status is Status.ERROR))

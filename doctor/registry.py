@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 
 from .errors import UsageError
 from .model import Category, Severity
+from .i18n import T
 
 ENTRY_POINT_GROUP = "ascend_doctor.checks"
 _CHECK_ATTR = "__ascend_doctor_check__"
@@ -154,8 +155,16 @@ class Registry:
         only, skip = list(only), list(skip)
         for word in only + skip:
             if not self._matches_any(word):
-                known = ", ".join(sorted(self.checks))
-                raise UsageError(f"unknown check id or tag {word!r} (known: {known})")
+                import difflib  # noqa: PLC0415 (only on this error path)
+                words = sorted({*self.checks, *(c.split(".")[0] for c in self.checks),
+                                *(t for s in self.checks.values() for t in s.tags)})
+                near = difflib.get_close_matches(word, words, n=3, cutoff=0.6)
+                if near:
+                    raise UsageError(T("unknown check id or tag {word}; did you mean {near}? "
+                                       "(`ascend-doctor list` shows them all)", word=repr(word),
+                                       near=", ".join(near)))
+                raise UsageError(T("unknown check id or tag {word} (`ascend-doctor list` shows "
+                                   "the ids and tags)", word=repr(word)))
         chosen = [s for s in self.checks.values()
                   if (not only or any(self._match(s, w) for w in only))
                   and not any(self._match(s, w) for w in skip)]

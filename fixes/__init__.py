@@ -12,7 +12,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ascend_doctor.i18n import tr
+from ascend_doctor.i18n import T, tr
 
 _RECIPE_ATTR = "__ascend_doctor_recipe__"
 # Chinese titles of recipes whose plan title is not a catalog message yet (the others'
@@ -95,8 +95,8 @@ class FixRegistry:
         try:
             return self.recipes[id]
         except KeyError:
-            raise UsageError(f"unknown fix recipe {id!r} (known: "
-                             f"{', '.join(sorted(self.recipes))})") from None
+            raise UsageError(T("unknown fix recipe {id} (known: {known})", id=repr(id),
+                               known=", ".join(sorted(self.recipes)))) from None
 
 
 def plan_for(ctx: Any, fix: Any, params: dict[str, Any] | None = None,

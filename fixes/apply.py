@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ascend_doctor import confine
-from ascend_doctor.errors import DoctorError
+from ascend_doctor.errors import DoctorError, describe
 from ascend_doctor.host import norm
 from ascend_doctor.i18n import T, join
 
@@ -219,7 +219,7 @@ def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | No
                 _fault("after-first-rename")
     except (OSError, DoctorError) as exc:
         journal.set_state("failed", error=str(exc))
-        msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else describe(exc)
         raise FixFailed(T("writing failed: {reason}; undo with `{cmd}`", reason=msg,
                           cmd=f"ascend-doctor fix --undo {journal.id}"), bool(written),
                         journal.id) from None
@@ -352,13 +352,13 @@ def undo(jid: str | None = None, force: bool = False, root: str | None = None
     """
     j = Journal.load(jid, root)
     if j.data.get("state") == "undone":
-        raise DoctorError(f"fix {j.id} was already undone")
+        raise DoctorError(T("fix {id} was already undone", id=j.id))
     write_root, spec, targets = _targets(j)
     changed = drift(j, write_root, targets)
     if changed and not force:
-        raise DoctorError(f"{', '.join(changed)} changed after fix {j.id} wrote it (target "
-                          f"{write_root}); undo would discard that change (pass --force to "
-                          "restore anyway)")
+        raise DoctorError(T("{paths} changed after fix {id} wrote it (target {root}); undo would "
+                            "discard that change (pass --force to restore anyway)",
+                            paths=", ".join(changed), id=j.id, root=write_root))
     restored, removed = [], []
     for t in reversed(targets):
         res = t["resolved"]

@@ -10,6 +10,7 @@ from typing import Any
 
 from ascend_doctor import confine
 from ascend_doctor.bundle import BundleData
+from ascend_doctor.i18n import T
 
 _PACKAGES_MARK = "from importlib import metadata"
 
@@ -42,12 +43,15 @@ def export_root(data: BundleData, root: str) -> dict[str, Any]:
         elif _stat.S_ISREG(mode):
             r = (reads.get(path) or [{}])[0]
             if not isinstance(r, dict) or r.get("blob") not in data.blobs:
-                skipped.append(f"{path}: {(r or {}).get('reason', 'not readable in the bundle')}")
+                reason = r.get("reason") if isinstance(r, dict) else None
+                skipped.append(T("{path}: {reason}", path=path,
+                                 reason=str(reason) if reason else T("not readable in the bundle")))
                 continue
             confine.write_file(root, path, data.blobs[r["blob"]], _stat.S_IMODE(mode) & 0o777)
             counts["files"] += 1
         else:
-            skipped.append(f"{path}: device nodes are not exported")
+            skipped.append(T("{path}: {reason}", path=path,
+                             reason=T("device nodes are not exported")))
     for key, seq in data.index.get("proc", {}).items():
         pid, _, name = key.partition("/")
         confine.write_file(root, f"/proc/{pid}/{name}", data.blobs[seq[0]["blob"]], 0o644)

@@ -19,6 +19,7 @@ from typing import Any
 
 from ascend_doctor import confine
 from ascend_doctor.errors import DoctorError
+from ascend_doctor.i18n import T
 
 
 # <seq>-<UTC stamp>-<recipe>-<6 hex>: ordered by the sequence number, never a path
@@ -49,22 +50,22 @@ def secure_dir(create: bool = False) -> str:
     except FileNotFoundError:
         return d
     if not _stat.S_ISDIR(st.st_mode):
-        raise JournalError(f"fix journal {d} is not a directory (a symlink?); refusing it")
+        raise JournalError(T("fix journal {dir} is not a directory (a symlink?); refusing it", dir=d))
     if st.st_uid != os.geteuid():
-        raise JournalError(f"fix journal {d} is owned by uid {st.st_uid}, not "
-                           f"{os.geteuid()}; refusing it")
+        raise JournalError(T("fix journal {dir} is owned by uid {uid}, not {euid}; refusing it",
+                             dir=d, uid=st.st_uid, euid=os.geteuid()))
     if st.st_mode & 0o077:
-        raise JournalError(f"fix journal {d} has mode {st.st_mode & 0o7777:04o} (must be "
-                           "0700); refusing it")
+        raise JournalError(T("fix journal {dir} has mode {mode} (must be 0700); refusing it",
+                             dir=d, mode=f"{st.st_mode & 0o7777:04o}"))
     # an ancestor another account can write lets it swap the whole directory
     a = os.path.dirname(d)
     while True:
         ast = os.stat(a)
         if ast.st_uid not in (0, os.geteuid()) or (ast.st_mode & 0o022 and
                                                   not ast.st_mode & _stat.S_ISVTX):
-            raise JournalError(f"fix journal {d}: {a} is writable by another account "
-                               f"(owner uid {ast.st_uid}, mode {ast.st_mode & 0o7777:04o}); "
-                               "refusing it")
+            raise JournalError(T("fix journal {dir}: {parent} is writable by another account "
+                                 "(owner uid {uid}, mode {mode}); refusing it", dir=d, parent=a,
+                                 uid=ast.st_uid, mode=f"{ast.st_mode & 0o7777:04o}"))
         if a == os.path.dirname(a):
             return d
         a = os.path.dirname(a)
@@ -72,7 +73,7 @@ def secure_dir(create: bool = False) -> str:
 
 def validate_id(jid: str) -> str:
     if not isinstance(jid, str) or ".." in jid or "/" in jid or not ID_RE.match(jid):
-        raise JournalError(f"{jid!r} is not a fix journal id")
+        raise JournalError(T("{id} is not a fix journal id", id=repr(jid)))
     return jid
 
 
@@ -111,17 +112,19 @@ class Journal:
         if jid:
             validate_id(jid)
             if not os.path.exists(os.path.join(d, jid, "journal.json")):
-                raise DoctorError(f"no fix journal {jid!r} under {d}")
+                raise DoctorError(T("no fix journal {id} under {dir}", id=repr(jid), dir=d))
             j = cls(jid, cls._read(jid))
             if want and j.data.get("write_root") != want:
-                raise JournalError(f"fix {jid} was applied to {j.data.get('write_root')}, "
-                                   f"not {want}")
+                raise JournalError(T("fix {id} was applied to {applied}, not {want}", id=jid,
+                                     applied=str(j.data.get("write_root")), want=want))
             return j
         cands = [j for j in list_ids() if Journal._read(j).get("state") != "undone"
                  and (want is None or Journal._read(j).get("write_root") == want)]
         if not cands:
-            where = f" for {want}" if want else ""
-            raise DoctorError(f"no fix to undo{where} (journal {d})")
+            if want:
+                raise DoctorError(T("no fix to undo for {root} (journal {dir})", root=want,
+                                    dir=d))
+            raise DoctorError(T("no fix to undo (journal {dir})", dir=d))
         return cls(cands[-1], cls._read(cands[-1]))
 
     @staticmethod
@@ -131,9 +134,9 @@ class Journal:
             data = confine.read_file(state_dir(), f"{jid}/journal.json")
             doc = json.loads(data or b"")
         except (OSError, ValueError, RecursionError, DoctorError) as exc:
-            raise JournalError(f"fix journal {path} is unreadable: {exc}") from None
+            raise JournalError(T("fix journal {path} is unreadable: {reason}", path=path, reason=str(exc))) from None
         if not isinstance(doc, dict):
-            raise JournalError(f"fix journal {path} is not a journal object")
+            raise JournalError(T("fix journal {path} is not a journal object", path=path))
         return doc
 
     def save(self) -> None:
@@ -164,10 +167,11 @@ class Journal:
 
     def backup_bytes(self, n: Any) -> bytes:
         if not isinstance(n, str) or not n.isdigit():
-            raise JournalError(f"fix journal {self.id}: backup {n!r} is not a backup number")
+            raise JournalError(T("fix journal {id}: backup {n} is not a backup number", id=self.id,
+                                    n=repr(n)))
         data = confine.read_file(state_dir(), f"{self.id}/backups/{n}")
         if data is None:
-            raise JournalError(f"fix journal {self.id}: backup {n} is missing")
+            raise JournalError(T("fix journal {id}: backup {n} is missing", id=self.id, n=n))
         return data
 
 

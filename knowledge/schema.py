@@ -52,52 +52,61 @@ def command_problems(cmd: str, where: str,
     or parameter, or a literal value for a parameter that depends on the value in use."""
     out = []
     if re.search(r"/(?:PID|NPU|CHIP|NODE|USER|VERSION)\b", cmd):
-        out.append(f"{where}: an upper-case placeholder in a path is not paste-safe")
+        out.append(T("{where}: an upper-case placeholder in a path is not paste-safe", where=where))
     if PLACEHOLDER.search(cmd):
-        out.append(f"{where}: placeholder {PLACEHOLDER.search(cmd).group(0)!r} is not paste-safe")
+        out.append(T("{where}: placeholder {ph} is not paste-safe", where=where,
+                      ph=repr(PLACEHOLDER.search(cmd).group(0))))
     if "..." in cmd or "\u2026" in cmd:
-        out.append(f"{where}: an elision ('...') is not paste-safe")
+        out.append(T("{where}: an elision ('...') is not paste-safe", where=where))
     if SMART_QUOTES.search(cmd):
-        out.append(f"{where}: smart quotes are not paste-safe")
+        out.append(T("{where}: smart quotes are not paste-safe", where=where))
     if re.match(r"\s*[$#>] ", cmd):
-        out.append(f"{where}: starts with a shell prompt")
+        out.append(T("{where}: starts with a shell prompt", where=where))
     if cmd.rstrip().endswith("\\"):
-        out.append(f"{where}: ends with a line continuation")
+        out.append(T("{where}: ends with a line continuation", where=where))
     try:
         words = shlex.split(cmd)
     except ValueError as exc:
-        return out + [f"{where}: does not split as a shell command ({exc})"]
+        return out + [T("{where}: does not split as a shell command ({reason})", where=where,
+                         reason=str(exc))]
+    if words and words[0].startswith("-"):
+        # a launch flag (--enforce-eager) is not a command: say where it goes, in the text
+        out.append(T("{where}: starts with the option {word}, not a program: a launch flag "
+                     "belongs in the step's text, saying where it goes", where=where,
+                     word=words[0]))
     for i, w in enumerate(words):
         if w == "--param" and i + 1 < len(words) or w.startswith("--param="):
             kv = w.split("=", 1)[1] if w.startswith("--param=") else words[i + 1]
             key = kv.split("=", 1)[0]
             if key in VALUE_DEPENDENT_PARAMS or triaged and key.replace("_", "-") in SIZE_FLAGS:
-                out.append(f"{where}: --param {key}= names a fixed value; say how to derive it "
-                           "from the value in use instead")
+                out.append(T("{where}: --param {key}= names a fixed value; say how to derive it "
+                             "from the value in use instead", where=where, key=key))
         flag = w[2:].split("=", 1)[0].replace("_", "-") if w.startswith("--") else ""
         if triaged and flag in SIZE_FLAGS and ("=" in w or i + 1 < len(words)
                                                 and re.fullmatch(r"[\d.]+", words[i + 1])):
-            out.append(f"{where}: {w.split('=')[0]} with a fixed number in an entry triage "
-                       "shows; say how to derive it from the value in use instead")
+            out.append(T("{where}: {flag} with a fixed number in an entry triage shows; say how "
+                         "to derive it from the value in use instead", where=where,
+                         flag=w.split("=")[0]))
     if words[:2] == ["ascend-doctor", "fix"]:  # the recipe reads --param KEY=VALUE only
         for i, w in enumerate(words):
             kv = words[i + 1] if w == "--param" and i + 1 < len(words) else (
                 w.split("=", 1)[1] if w.startswith("--param=") else None)
             if w == "--param" and i + 1 == len(words):
-                out.append(f"{where}: --param without KEY=VALUE")
+                out.append(T("{where}: --param without KEY=VALUE", where=where))
             elif kv is not None and not re.fullmatch(r"[\w.-]+=\S.*", kv):
-                out.append(f"{where}: --param {kv!r} is not KEY=VALUE")
+                out.append(T("{where}: --param {kv} is not KEY=VALUE", where=where, kv=repr(kv)))
     if fix_params is not None and words[:2] == ["ascend-doctor", "fix"]:
         recipe = words[2] if len(words) > 2 else ""
         if recipe not in fix_params:
-            out.append(f"{where}: unknown fix recipe {recipe!r}")
+            out.append(T("{where}: unknown fix recipe {recipe}", where=where, recipe=repr(recipe)))
         elif recipe not in FREE_PARAM_RECIPES:
             for i, w in enumerate(words):
                 if w == "--param" and i + 1 < len(words):
                     key = words[i + 1].split("=", 1)[0]
                     if key not in fix_params[recipe]:
-                        out.append(f"{where}: {recipe} has no parameter {key!r} "
-                                   f"(it takes {', '.join(fix_params[recipe]) or 'none'})")
+                        out.append(T("{where}: {recipe} has no parameter {key} (it takes {takes})",
+                                     where=where, recipe=recipe, key=repr(key),
+                                     takes=", ".join(fix_params[recipe]) or T("none")))
     return out
 
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from ..errors import ParseError, SourceError, SourceMissing
+from ..errors import ParseError, SourceError, SourceMissing, describe
 from ..i18n import T
 from ..host import Host, ProcInfo
 from ..inputs import input_error, user_files
@@ -60,7 +60,8 @@ def gather_dns_traffic(host: Host, options: RunOptions) -> DnsTraffic:
             raise input_error("--pcap", options.pcap, exc) from None
     elif options.sniff_seconds:
         iface = options.iface or "any"
-        source = f"live capture on {iface} for {options.sniff_seconds:g} s ({capture_filter(port)})"
+        source = T("live capture on {iface} for {s:g} s ({filter})", iface=iface,
+                   s=float(options.sniff_seconds), filter=capture_filter(port))
         stream = host.capture(iface, capture_filter(port), float(options.sniff_seconds))
     else:
         raise SourceMissing("--pcap / --sniff", T("no capture given (pass --pcap FILE or "
@@ -206,14 +207,14 @@ def gather_resolver_config(host: Host, options: RunOptions) -> ResolverConfig:
     try:
         hosts = parse_hosts(host.read_text("/etc/hosts", 4 * 1024 * 1024))
     except SourceMissing:
-        hosts_err = "/etc/hosts does not exist"
+        hosts_err = T("/etc/hosts does not exist")
     except SourceError as exc:
-        hosts_err = str(exc)
+        hosts_err = describe(exc)
     resolv, resolv_err = None, None
     try:
         resolv = parse_resolv_conf(host.read_text("/etc/resolv.conf", 1024 * 1024))
     except (SourceMissing, SourceError) as exc:
-        resolv_err = str(exc)
+        resolv_err = describe(exc)
     caches: set[str] = set()
     clients: list[LoadClient] = []
     perr = None
@@ -227,7 +228,7 @@ def gather_resolver_config(host: Host, options: RunOptions) -> ResolverConfig:
             if kind and len(clients) < 64:
                 clients.append(LoadClient(p.pid, kind, " ".join(p.cmdline)[:200]))
     except (SourceMissing, SourceError) as exc:
-        perr = str(exc)
+        perr = describe(exc)
     pr = _read_int_file(host, "/proc/sys/net/ipv4/ip_local_port_range")
     fin = _read_int_file(host, "/proc/sys/net/ipv4/tcp_fin_timeout")
     reuse = _read_int_file(host, "/proc/sys/net/ipv4/tcp_tw_reuse")
@@ -240,7 +241,7 @@ def gather_resolver_config(host: Host, options: RunOptions) -> ResolverConfig:
         # client side only: a server's TIME_WAIT on its listening port holds no ephemeral port
         tw_service = sum(1 for c in tw if c.raddr and c.raddr[1] == sport)
     except (SourceMissing, SourceError) as exc:
-        cerr = str(exc)
+        cerr = describe(exc)
     return ResolverConfig(
         shost, sport, hosts, hosts_err, resolv, resolv_err, tuple(sorted(caches)),
         tuple(clients), perr, (pr[0], pr[1]) if pr and len(pr) == 2 else None,

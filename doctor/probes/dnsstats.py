@@ -14,6 +14,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterable
 
+from ..i18n import T
 from .dnswire import QTYPES, DnsFormatError, DnsMessage, parse_dns, parse_dns_tcp
 from .pcapread import KIND_DNS_TCP, KIND_SYN, CaptureError, CaptureStats, Packet, iter_packets
 
@@ -304,7 +305,8 @@ class Analyser:
         return DnsTraffic(source, stats.format, stats.records, stats.bytes, self.dns_messages,
                           self.malformed, self.syns, round(span, 3), tuple(sorted(ports)),
                           tuple(clients), {k: tuple(sorted(v)[:8]) for k, v in sorted(resolved.items())[:200]},
-                          f"{error.reason} (at byte {error.offset})" if error else None,
+                          T("{reason} (at byte {offset})", reason=error.reason, offset=error.offset)
+                          if error else None,
                           error.offset if error else None)
 
     def _client_fact(self, addr: bytes, c: _Client, span: float) -> ClientDns:

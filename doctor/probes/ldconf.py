@@ -9,7 +9,8 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from ..errors import SourceError, SourceMissing
+from ..errors import SourceError, SourceMissing, describe
+from ..i18n import T
 from ..host import Host
 from ..registry import provider
 
@@ -96,11 +97,11 @@ def walk_ldconf(host: Host, path: str = LDSO_CONF, max_depth: int = 16) -> LdSoC
         except SourceMissing:
             if conf == path:
                 raise
-            problems.append(f"{conf}: included but missing")
+            problems.append(T("{path}: included but missing", path=conf))
             return
         except SourceError as exc:
             mode = uid = mtime = None
-            problems.append(str(exc))
+            problems.append(describe(exc))
         try:
             raw = host.read_bytes(conf, 1024 * 1024)
         except SourceError as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import SourceError, SourceMissing
+from ..errors import SourceError, SourceMissing, describe
 from ..host import Host
 from ..registry import provider
 
@@ -27,4 +27,4 @@ def gather_process_table(host: Host) -> ProcessTable:
     try:
         return ProcessTable(frozenset(p.pid for p in host.processes()))
     except (SourceMissing, SourceError) as exc:
-        return ProcessTable(frozenset(), str(exc))
+        return ProcessTable(frozenset(), describe(exc))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import BinaryIO, Iterable, Iterator
 
-from ..errors import ParseError, SourceError, SourceMissing
+from ..errors import ParseError, SourceError, SourceMissing, describe
 from ..i18n import T
 from ..host import Host
 from ..inputs import user_files
@@ -69,8 +69,9 @@ def _index(header: list[str], spec: dict[str, tuple[str, ...]], required: Iterab
                 break
     missing = [spec[k][0] for k in required if k not in idx]
     if missing:
-        raise CsvFormatError(f"not a {kind} export: column(s) {', '.join(missing)} missing "
-                             f"(header: {', '.join(clean[:8])}{'…' if len(clean) > 8 else ''})")
+        raise CsvFormatError(T("not a {kind} export: column(s) {missing} missing (header: "
+                               "{header})", kind=kind, missing=", ".join(missing),
+                               header=", ".join(clean[:8]) + ("…" if len(clean) > 8 else "")))
     return idx
 
 
@@ -123,7 +124,7 @@ def _open_csv(lines: Iterable[str], columns, required: tuple[str, ...], kind: st
     reader = csv.reader(lines)
     header = next(reader, None)
     if header is None:
-        raise CsvFormatError("empty file (no header)")
+        raise CsvFormatError(T("empty file (no header)"))
     return reader, header, _index(header, columns, required, kind)
 
 
@@ -134,8 +135,8 @@ def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summa
     """
     reader, header, idx = _open_csv(lines, OP_COLUMNS, ("duration",), "op_summary/kernel_details")
     if "name" not in idx and "type" not in idx:
-        raise CsvFormatError("not an op_summary/kernel_details export: neither Op Name nor "
-                             "OP Type column")
+        raise CsvFormatError(T("not an op_summary/kernel_details export: neither Op Name "
+                               "nor OP Type column"))
     i_dur = idx["duration"]
     i_dev = idx.get("device")
     i_name = idx.get("name", idx.get("type"))
@@ -497,7 +498,7 @@ def gather_profile(host: Host, options: RunOptions) -> Profile:
             with host.open_stream(f) as raw:
                 parser(text_lines(raw), acc, f)
         except CsvFormatError as exc:
-            raise ParseError(f, str(exc)) from None
+            raise ParseError(f, describe(exc)) from None
         except csv.Error as exc:
             raise ParseError(f, T("CSV syntax error: {exc}", exc=str(exc))) from None
         used.append(f)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from typing import BinaryIO, Callable, Iterator, NamedTuple
 
+from ..i18n import T
+
 CHUNK = 1 << 20
 MAX_CAPLEN = 1 << 18  # 256 KiB: larger record lengths mean a corrupt file
 
@@ -213,7 +215,8 @@ def iter_packets(stream: BinaryIO, service_ports: frozenset[int] = frozenset(),
     stats = stats if stats is not None else CaptureStats()
     buf = _Buf(stream)
     if not buf.need(4):
-        raise CaptureError(0, "empty file" if buf.left() == 0 else "shorter than a capture header")
+        raise CaptureError(0, T("empty file") if buf.left() == 0 else
+                           T("shorter than a capture header"))
     magic = buf.data[buf.pos:buf.pos + 4]
     keep = make_filter(frozenset(service_ports))
     if magic in PCAP_MAGICS:
@@ -223,7 +226,7 @@ def iter_packets(stream: BinaryIO, service_ports: frozenset[int] = frozenset(),
         stats.format = "pcapng"
         yield from _pcapng(buf, keep, stats)
     else:
-        raise CaptureError(0, f"not a pcap or pcapng file (magic {magic.hex()})")
+        raise CaptureError(0, T("not a pcap or pcapng file (magic {magic})", magic=magic.hex()))
 
 
 # Where the fast pre-filter finds the network header: link type -> (offset of the
@@ -245,12 +248,12 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
     """
     endian, unit = PCAP_MAGICS[magic]
     if not buf.need(24):
-        raise CaptureError(buf.offset, "truncated global header")
+        raise CaptureError(buf.offset, T("truncated global header"))
     _, vmaj, _, _, _, snaplen, network = struct.unpack_from(endian + "IHHiIII", buf.data, buf.pos)
     linktype = network & 0x0FFFFFFF
     stats.linktypes.add(linktype)
     if linktype not in SUPPORTED_LINKTYPES:
-        raise CaptureError(20, f"unsupported link type {linktype}")
+        raise CaptureError(20, T("unsupported link type {type}", type=linktype))
     buf.pos += 24
     limit = MAX_CAPLEN
     rec = struct.Struct(endian + "II").unpack_from  # seconds, fraction
@@ -273,21 +276,25 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
                 data, pos = buf.data, buf.pos
                 if not ok:
                     if buf.left():
-                        raise CaptureError(buf.offset, f"truncated record header after {n} packets")
+                        raise CaptureError(buf.offset, T("truncated record header after {n} packets",
+                                                             n=n))
                     return
             caplen, origlen = lens(data, pos + 8)
             if caplen > limit or caplen > origlen:
                 buf.pos = pos
-                raise CaptureError(buf.offset, f"corrupt record header (captured length {caplen} "
-                                   f"> {min(limit, origlen)}) after {n} packets")
+                raise CaptureError(buf.offset, T("corrupt record header (captured length {caplen} > "
+                                                     "{limit}) after {n} packets", caplen=caplen,
+                                                     limit=min(limit, origlen), n=n))
             end = pos + 16 + caplen
             if end > len(data):
                 buf.pos = pos
                 ok = buf.need(16 + caplen)
                 data, pos = buf.data, buf.pos
                 if not ok:
-                    raise CaptureError(buf.offset, f"truncated packet record ({caplen} bytes "
-                                       f"announced, {buf.left() - 16} present) after {n} packets")
+                    raise CaptureError(buf.offset, T("truncated packet record ({caplen} bytes "
+                                                         "announced, {left} present) after {n} "
+                                                         "packets", caplen=caplen,
+                                                         left=buf.left() - 16, n=n))
                 end = pos + 16 + caplen
             if fast:
                 o = pos + 16 + l3off
@@ -386,7 +393,8 @@ def _pcapng(buf: _Buf, keep, stats: CaptureStats) -> Iterator[Packet]:
         while True:
             if not buf.need(12):
                 if buf.left():
-                    raise CaptureError(buf.offset, f"truncated block header after {n} packets")
+                    raise CaptureError(buf.offset, T("truncated block header after {n} packets",
+                                                         n=n))
                 return
             data, pos = buf.data, buf.pos
             btype_raw = data[pos:pos + 4]
@@ -397,30 +405,35 @@ def _pcapng(buf: _Buf, keep, stats: CaptureStats) -> Iterator[Packet]:
                 elif bom == b"\x1a\x2b\x3c\x4d":
                     endian = ">"
                 else:
-                    raise CaptureError(buf.offset + 8, "bad pcapng byte-order magic")
+                    raise CaptureError(buf.offset + 8, T("bad pcapng byte-order magic"))
                 ifaces = []  # a new section restarts interface numbering
             btype, blen = struct.unpack_from(endian + "II", data, pos)
             if blen < 12 or blen % 4 or blen > MAX_CAPLEN + 4096:
-                raise CaptureError(buf.offset, f"corrupt block length {blen} after {n} packets")
+                raise CaptureError(buf.offset, T("corrupt block length {blen} after {n} packets",
+                                                     blen=blen, n=n))
             if not buf.need(blen):
-                raise CaptureError(buf.offset, f"truncated block ({blen} bytes announced, "
-                                   f"{buf.left()} present) after {n} packets")
+                raise CaptureError(buf.offset, T("truncated block ({blen} bytes announced, {left} "
+                                                     "present) after {n} packets", blen=blen,
+                                                     left=buf.left(), n=n))
             data, pos = buf.data, buf.pos
             body = data[pos + 8:pos + blen - 4]
             trailer = struct.unpack_from(endian + "I", data, pos + blen - 4)[0]
             if trailer != blen:
-                raise CaptureError(buf.offset, f"block length mismatch ({blen} vs trailer "
-                                   f"{trailer}) after {n} packets")
+                raise CaptureError(buf.offset, T("block length mismatch ({blen} vs trailer {trailer}) "
+                                                     "after {n} packets", blen=blen,
+                                                     trailer=trailer, n=n))
             off = buf.offset
             buf.pos = pos + blen
             if btype == 6:  # enhanced packet block
                 if len(body) < 20:
-                    raise CaptureError(off, "enhanced packet block too short")
+                    raise CaptureError(off, T("enhanced packet block too short"))
                 ifid, tsh, tsl, caplen, _orig = struct.unpack_from(endian + "IIIII", body, 0)
                 if caplen > len(body) - 20:
-                    raise CaptureError(off, f"packet longer ({caplen}) than its block")
+                    raise CaptureError(off, T("packet longer ({caplen}) than its block",
+                                                          caplen=caplen))
                 if ifid >= len(ifaces):
-                    raise CaptureError(off, f"packet on undeclared interface {ifid}")
+                    raise CaptureError(off, T("packet on undeclared interface {ifid}",
+                                                          ifid=ifid))
                 lt, unit, _ = ifaces[ifid]
                 n += 1
                 if lt in SUPPORTED_LINKTYPES:
@@ -432,7 +445,7 @@ def _pcapng(buf: _Buf, keep, stats: CaptureStats) -> Iterator[Packet]:
                     stats.skipped_linktypes.add(lt)
             elif btype == 3:  # simple packet block: interface 0, no timestamp
                 if not ifaces:
-                    raise CaptureError(off, "simple packet block before any interface")
+                    raise CaptureError(off, T("simple packet block before any interface"))
                 lt, _, snap = ifaces[0]
                 orig = struct.unpack_from(endian + "I", body, 0)[0]
                 caplen = min(orig, snap or orig, len(body) - 4)
@@ -444,10 +457,10 @@ def _pcapng(buf: _Buf, keep, stats: CaptureStats) -> Iterator[Packet]:
                         yield p
             elif btype == 2:  # obsolete packet block
                 if len(body) < 20:
-                    raise CaptureError(off, "packet block too short")
+                    raise CaptureError(off, T("packet block too short"))
                 ifid, _drops, tsh, tsl, caplen, _orig = struct.unpack_from(endian + "HHIIII", body, 0)
                 if ifid >= len(ifaces) or caplen > len(body) - 20:
-                    raise CaptureError(off, "corrupt packet block")
+                    raise CaptureError(off, T("corrupt packet block"))
                 lt, unit, _ = ifaces[ifid]
                 n += 1
                 p = keep(body[20:20 + caplen], 0, lt, ((tsh << 32) | tsl) * unit)
@@ -456,7 +469,7 @@ def _pcapng(buf: _Buf, keep, stats: CaptureStats) -> Iterator[Packet]:
                     yield p
             elif btype == 1:  # interface description block
                 if len(body) < 8:
-                    raise CaptureError(off, "interface description block too short")
+                    raise CaptureError(off, T("interface description block too short"))
                 lt, _res, snap = struct.unpack_from(endian + "HHI", body, 0)
                 ifaces.append((lt, _tsresol(body[8:], endian), snap))
                 stats.linktypes.add(lt)

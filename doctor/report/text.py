@@ -209,11 +209,15 @@ def verdict(report: Report, probs: list[_problems.Problem], kb: Any = None,
             text += tt(lang, ", {n} skipped", n=s["skip"])
         return Status.PASS, text
     worst = failing[0] if failing else warning[0]
-    nfail = _problems.failed_checks(report)
+    nfail, nerr = _problems.broken_checks(report)
     if failing:
+        parts = [ntt(lang, nfail, "{n} failed check", "{n} failed checks")] if nfail else []
+        if nerr:
+            parts.append(ntt(lang, nerr, "{n} check that could not run",
+                             "{n} checks that could not run"))
+        checks = parts[0] if len(parts) == 1 else tt(lang, "{a} and {b}", a=parts[0], b=parts[1])
         text = ntt(lang, len(failing), "{n} problem explains {checks}",
-                   "{n} problems explain {checks}",
-                   checks=ntt(lang, nfail, "{n} failed check", "{n} failed checks"))
+                   "{n} problems explain {checks}", checks=checks)
         if warning:
             text += tt(lang, " (and {warnings})", warnings=_warnings(lang, len(warning)))
     else:
@@ -235,7 +239,7 @@ def _category_lines(report: Report, probs: list[_problems.Problem], kb: Any, lan
     order = sorted(by_cat, key=lambda c: (-max(r.status.rank for r in by_cat[c]), c.value))
     names = {c: tr(CATEGORY_NAMES.get(c.value, c.value), lang) for c in order}
     name_w = max(_cells(n) for n in names.values()) if order else 8
-    labels = ((Status.FAIL, N_("{n} failed")), (Status.ERROR, N_("{n} crashed")),
+    labels = ((Status.FAIL, N_("{n} failed")), (Status.ERROR, N_("{n} could not run")),
               (Status.WARN, N_("{n} warned")), (Status.INFO, N_("{n} info")),
               (Status.PASS, N_("{n} passed")), (Status.SKIP, N_("{n} skipped")))
     out = []
@@ -386,10 +390,15 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
     for ln in lines[1:]:
         out.line(ln, "bold")
     h = report.host
-    out.line(_fit(tt(lang, "ascend-doctor {version} — {host} ({os}, kernel {kernel}) — "
-                     "context: {context}", version=report.tool_version,
-                     host=_clean(h.hostname), os=_clean(h.os or h.arch),
-                     kernel=_clean(h.kernel), context=report.context)), "dim")
+    if h.kernel:
+        head = tt(lang, "ascend-doctor {version} — {host} ({os}, kernel {kernel}) — "
+                  "context: {context}", version=report.tool_version, host=_clean(h.hostname),
+                  os=_clean(h.os or h.arch), kernel=_clean(h.kernel), context=report.context)
+    else:  # a sysroot or bundle that does not say which kernel
+        head = tt(lang, "ascend-doctor {version} — {host} ({os}) — context: {context}",
+                  version=report.tool_version, host=_clean(h.hostname),
+                  os=_clean(h.os or h.arch), context=report.context)
+    out.line(_fit(head), "dim")
     inputs = report.inputs if isinstance(report.inputs, dict) else {}
     if inputs.get("service_url_given") and inputs.get("service_url"):
         out.line(_fit(tt(lang, "service: {url}", url=_clean(inputs["service_url"]))), "dim")

@@ -209,3 +209,43 @@ def test_kb_lint_problems_in_chinese(tmp_path):
     en = run_cli("kb", "lint", "--lang", "en", str(bad))
     assert "site.toml: X: missing field 'title'" in en.stdout.splitlines()
     assert "site.toml: X: id is not of the form ASC-<DOMAIN>-NNN" in en.stdout.splitlines()
+
+
+def test_error_paths_speak_the_language_asked_for(tmp_path):
+    """The one-line errors (unknown check, journal refusals, exclusive flags) follow --lang or
+    LANG, with a suggestion where one is close; English keeps its words."""
+    cases = [
+        (["demo", "--only", "ldconf.ordr"], "未知的检查项 id 或标签 'ldconf.ordr'；是否想输入 "
+                                            "ldconf.order"),
+        (["fix", "--undo", "9-x"], "'9-x' 不是修复日志 id"),
+        (["check", "--json", "--text"], "--json、--text、--markdown、--npd 只能选一个"),
+        (["check", "--bundle", str(tmp_path / "none.tar.gz")], "不存在"),
+    ]
+    for argv, want in cases:
+        for how in (["--lang", "zh"], None):
+            r = run_cli(*argv, *(how or []), env=None if how else {"LANG": "zh_CN.UTF-8",
+                                                                    "ASCEND_DOCTOR_LANG": ""})
+            assert r.returncode == 2 and want in r.stderr, (argv, how, r.stderr)
+            assert not _prose(r.stderr), _prose(r.stderr)
+    r = run_cli("demo", "--only", "ldconf.ordr", "--lang", "en")
+    assert "unknown check id or tag 'ldconf.ordr'; did you mean ldconf.order" in r.stderr
+
+
+def test_capture_and_profile_parse_errors_in_chinese(tmp_path):
+    """A truncated pcap and an op_summary with the wrong columns: the reason, not only its
+    frame, is Chinese (the byte offset and the file name stay as they are)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    pcap = tmp_path / "cut.pcap"
+    pcap.write_bytes(b"\xd4\xc3\xb2\xa1\x02\x00\x04\x00" + b"\0" * 10)
+    prof = tmp_path / "prof" / "PROF_1" / "device_0" / "summary"
+    prof.mkdir(parents=True)
+    (prof / "op_summary_0_1.csv").write_text("x,y\n1,2\n", encoding="utf-8")
+    r = run_cli("check", "--root", str(root), "--pcap", str(pcap), "--profile",
+                str(tmp_path / "prof"), "--only", "dns.capture,msprof", "-v", "--lang", "zh")
+    flat = re.sub(r"\s+", "", r.stdout)  # wrapped lines joined
+    assert "全局文件头被截断（位于第0字节）" in flat, r.stdout
+    assert "不是op_summary/kernel_details导出文件：缺少列TaskDuration(us)" in flat, r.stdout
+    # one unusable input is one problem, named by the input, whatever checks needed it
+    assert flat.startswith("⚠2个问题解释了5项无法运行的检查；最严重的："), r.stdout
+    assert not _prose(r.stdout), _prose(r.stdout)

@@ -102,7 +102,9 @@ def test_synthetic_good_entry_passes(refs):
     ('cmd = "true"', 'cmd = "grep \'unclosed /var/log/x"', "does not split"),
     ('cmd = "true"', 'cmd = "$ npu-smi info"', "shell prompt"),
     ('cmd = "true"', 'cmd = "cat /proc/PID/environ"', "upper-case placeholder"),
-    ('cmd = "true"', 'cmd = "--max-model-len 32768"', "--max-model-len with a fixed number"),
+    ('cmd = "true"', 'cmd = "vllm serve /models/m --max-model-len 32768"', "--max-model-len with a fixed number"),
+    # a launch flag is not a command: it belongs in the text, saying where it goes
+    ('cmd = "true"', 'cmd = "--enforce-eager"', "starts with the option --enforce-eager"),
     ('examples = ["ImportError: libzz_test.so: cannot open shared object file"]',
      'examples = ["ImportError: libzz_test.so: cannot open shared object file", "unrelated"]',
      "examples[2]: matches none of the entry's signatures"),
@@ -136,7 +138,7 @@ def test_launch_flags_take_any_flag_but_not_a_fixed_utilization(refs):
 
 def test_a_check_driven_entry_may_name_the_size_its_check_computed(refs):
     # no signatures: only a check raises it, and the check knows the value in use
-    checked = GOOD.replace('cmd = "true"', 'cmd = "--max-num-batched-tokens 8192"').replace(
+    checked = GOOD.replace('cmd = "true"', 'cmd = "vllm serve /models/m --max-num-batched-tokens 8192"').replace(
         "signatures = ['(?P<lib>libzz\\w+\\.so): cannot open']\n", "").replace(
         'examples = ["ImportError: libzz_test.so: cannot open shared object file"]\n', "")
     assert "signatures" not in checked
