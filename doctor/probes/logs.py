@@ -247,6 +247,16 @@ class _HsEngine:
         return {rfind(b"\n", 0, to - 1) + 1 for to in ends}
 
 
+HS_AFTER = 512 << 10  # bytes read before the accelerated engine is worth loading (measured)
+
+
+def _minimal(literals: list[str]) -> list[bytes]:
+    """The ASCII literals as bytes, up to a newline, without those holding another (a
+    literal holding another is found through it: only the minimal ones are searched)."""
+    found = {lit.encode().split(b"\n")[0] for lit in literals if lit.isascii()} - {b""}
+    return sorted(a for a in found if not any(b != a and b in a for b in found))
+
+
 def scan_engine(literals: list[str], prefer: str | None = None) -> "_PyEngine | _HsEngine":
     """Hyperscan when installed (``pip install ascend-doctor[fast]``), else pure Python.
 
@@ -255,9 +265,7 @@ def scan_engine(literals: list[str], prefer: str | None = None) -> "_PyEngine | 
     """
     # ASCEND_DOCTOR_SCAN_ENGINE=python|hyperscan picks one (to rule the accelerator out, or in)
     prefer = prefer or os.environ.get("ASCEND_DOCTOR_SCAN_ENGINE") or None
-    found = {lit.encode().split(b"\n")[0] for lit in literals if lit.isascii()} - {b""}
-    # a literal holding another is found through it: only the minimal ones are searched
-    lits = sorted(a for a in found if not any(b != a and b in a for b in found))
+    lits = _minimal(literals)
     if prefer != "python" and lits:
         try:
             return _HsEngine(lits)
@@ -309,9 +317,17 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
                engine: "_PyEngine | _HsEngine | None" = None) -> Iterator[tuple[int, str]]:
     """(line number, line) of every line ``pre.candidate`` accepts, numbered and decoded as
     ``iter_lines`` yields them; ``result`` gets the line count and the last stats line."""
-    engine = engine or scan_engine(pre.literals)
-    n = 0
+    # Hyperscan costs 15-80 ms to import and compile, the pure-Python engine ~34 ms a MiB:
+    # it is loaded only for a block that takes the read past HS_AFTER bytes (both engines
+    # return the same lines; an explicit choice is honoured from the start)
+    auto = engine is None and not os.environ.get("ASCEND_DOCTOR_SCAN_ENGINE")
+    if engine is None:
+        engine = _PyEngine(_minimal(pre.literals)) if auto else scan_engine(pre.literals)
+    n, read = 0, 0
     for block in _blocks(fh, size):
+        read += len(block)
+        if auto and read > HS_AFTER:
+            engine, auto = scan_engine(pre.literals), False
         first = block.find(b"\n")
         if pre.always or first < 0 or first >= MAX_LINE or _LONG_LINE.search(block):
             for raw in _pieces(block):  # rare: the line-by-line path

@@ -73,6 +73,7 @@ class DoctorApp(App):
         self.lang = getattr(self.options, "lang", "en") or "en"
         self.state = RunState()
         self.series = LiveSeries()
+        self.live_errors: list[str] = []
         self.overlay: str | None = None
         self._own_overlay = False
         self.journal: list[tuple[str, str]] = []  # (journal id, check id), newest last
@@ -231,6 +232,7 @@ class DoctorApp(App):
 
     def on_live_update(self, m: LiveUpdate) -> None:
         p = m.poll
+        self.live_errors = list(p.errors)  # what the last poll could not read (shown, kept)
         if p.recorded:
             self.series = LiveSeries()
         for s in p.metrics:

@@ -173,11 +173,18 @@ class Poll:
     recorded: bool = False
 
 
-def poll_live(host: Any, service_url: str, headers: dict[str, str] | None = None) -> Poll:
-    """One sample of a live service and of npu-smi, through the Host (bounded in time)."""
+POLL_TIMEOUT = 5.0  # a loaded server's API process can take seconds to answer /metrics
+
+
+def poll_live(host: Any, service_url: str, headers: dict[str, str] | None = None,
+              timeout: float = POLL_TIMEOUT) -> Poll:
+    """One sample of a live service and of npu-smi, through the Host (bounded in time).
+
+    It runs in a worker thread, re-armed only after it returns, so a slow answer delays
+    the next sample instead of piling requests on a busy server."""
     out = Poll()
     url = service_url.rstrip("/") + "/metrics"
-    resp = host.http_get(url, timeout=2.0, headers=headers)
+    resp = host.http_get(url, timeout=timeout, headers=headers)
     if resp.status == 200:
         try:
             out.metrics.append(parse_metrics(resp.text))

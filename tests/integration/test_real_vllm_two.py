@@ -201,8 +201,14 @@ def test_tui_live_panel_shows_the_real_servers_load(two):
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: app.series.samples >= 1, timeout=30)
             load.start()
-            await wait_for(pilot, lambda: any(r > 0 for r in app.series.running)
-                           and any(k > 0 for k in app.series.kv), timeout=120)
+            try:
+                await wait_for(pilot, lambda: any(r > 0 for r in app.series.running)
+                               and any(k > 0 for k in app.series.kv), timeout=120)
+            except AssertionError as exc:  # say what the panel saw, not only that it timed out
+                raise AssertionError(
+                    f"{exc}: {app.series.samples} samples, running {list(app.series.running)}, "
+                    f"kv {list(app.series.kv)}, last poll errors {app.live_errors}, load "
+                    f"{'running' if load.is_alive() else 'done'}, statuses {statuses}") from None
             await pilot.pause(0.5)  # one more refresh draws what the series holds
             from textual.widgets import Sparkline
 

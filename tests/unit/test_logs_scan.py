@@ -160,3 +160,26 @@ def test_the_environment_picks_the_engine(monkeypatch):
     pytest.importorskip("hyperscan")
     monkeypatch.setenv("ASCEND_DOCTOR_SCAN_ENGINE", "hyperscan")
     assert isinstance(scan_engine(PRE.literals), _HsEngine)
+
+
+def test_the_accelerator_loads_only_once_a_log_is_large(monkeypatch):
+    """No engine named: a log under HS_AFTER bytes is scanned in pure Python (loading
+    hyperscan would cost more than the scan); a larger one loads the chosen engine once, at
+    the block that crosses the mark, and the findings are the same either way."""
+    monkeypatch.delenv("ASCEND_DOCTOR_SCAN_ENGINE", raising=False)
+    picked: list[str] = []
+    real = logs_probe.scan_engine
+
+    def spy(literals, prefer=None):
+        e = real(literals, prefer)
+        picked.append(e.name)
+        return e
+    monkeypatch.setattr(logs_probe, "scan_engine", spy)
+    unit = ("\n".join(REAL) + "\n" + STATS + "\n").encode()
+    small = unit * max(1, (logs_probe.HS_AFTER // 2) // len(unit))
+    got = _new(small, None)
+    assert picked == [] and got == _old(small)
+    monkeypatch.setattr(logs_probe, "BLOCK", 64 << 10)  # several blocks before the mark
+    large = unit * (logs_probe.HS_AFTER // len(unit) + 2)
+    got = _new(large, None)
+    assert len(picked) == 1 and got == _old(large), picked
