@@ -47,9 +47,12 @@ def write_op_summary(path: str, rows: int) -> None:
         fh.write("".join(buf))
 
 
-OURS = ("import sys; from ascend_doctor.probes.msprof import ProfileAcc, parse_op_rows, text_lines, freeze;"
-        "acc = ProfileAcc(); n = parse_op_rows(text_lines(open(sys.argv[1], 'rb')), acc);"
+OURS = ("import sys; from ascend_doctor.probes.msprof import ProfileAcc, parse_op_bytes, freeze;"
+        "acc = ProfileAcc(); n = parse_op_bytes(open(sys.argv[1], 'rb'), acc);"
         "p = freeze(acc, '.', 'msprof', [sys.argv[1]]); print(n, len(p.devices), p.devices[0].memcpy_us)")
+# parse_op_bytes is what gather_profile calls: the C scanner (doctor/_opscan.c) when it was
+# built, else csv.reader; ASCEND_DOCTOR_CSV_ENGINE=python measures the pure-Python path
+ENGINES = (("C scanner", {}), ("python csv", {"ASCEND_DOCTOR_CSV_ENGINE": "python"}))
 PANDAS = "import sys, pandas; df = pandas.read_csv(sys.argv[1]); print(len(df))"
 
 
@@ -72,19 +75,22 @@ def run(quick: bool = False) -> list[dict]:
             write_op_summary(path, rows)
             name = f"msprof: op_summary {rows:,} rows ({os.path.getsize(path) / 2**20:.1f} MiB)"
             ours_argv = [sys.executable, "-c", OURS, path]
-            if not has_pandas:
-                ours = measure(ours_argv, n)
-                out.append({"name": name, "ours_s": round(ours[0], 3), "peer": "pandas.read_csv",
-                            "peer_s": None, "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": None,
-                            "note": "pandas not installed: peer skipped (pip install pandas)"})
-                continue
-            ours, peer, ratio = measure_pair(ours_argv, [sys.executable, "-c", PANDAS, path], n,
-                                             peer_env=peer_env, stdout_dir=tmp)
-            out.append({"name": name, "ours_s": round(ours[0], 3), "peer": "pandas.read_csv",
-                        "peer_s": round(peer[0], 3), "ratio": ratio,
-                        "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": round(peer[1], 1),
-                        "note": f"ours/pandas time {1 / ratio:.2f}; ours parses, sums per "
-                                "device/op/stream and freezes the Profile, pandas only parses"})
+            for engine, env in ENGINES:
+                label = f"{name}, {engine}"
+                ours_env = {**os.environ, **env}
+                if not has_pandas:
+                    ours = measure(ours_argv, n, env=ours_env)
+                    out.append({"name": label, "ours_s": round(ours[0], 3), "peer": "pandas.read_csv",
+                                "peer_s": None, "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": None,
+                                "note": "pandas not installed: peer skipped (pip install pandas)"})
+                    continue
+                ours, peer, ratio = measure_pair(ours_argv, [sys.executable, "-c", PANDAS, path], n,
+                                                 env=ours_env, peer_env=peer_env, stdout_dir=tmp)
+                out.append({"name": label, "ours_s": round(ours[0], 3), "peer": "pandas.read_csv",
+                            "peer_s": round(peer[0], 3), "ratio": ratio,
+                            "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": round(peer[1], 1),
+                            "note": f"ours/pandas time {1 / ratio:.2f}; ours parses, sums per "
+                                    "device/op/stream and freezes the Profile, pandas only parses"})
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

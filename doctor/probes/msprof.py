@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -128,12 +129,21 @@ def _open_csv(lines: Iterable[str], columns, required: tuple[str, ...], kind: st
     return reader, header, _index(header, columns, required, kind)
 
 
-def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summary") -> int:
-    """op_summary_*.csv or kernel_details.csv rows into ``acc``; returns rows read.
+@dataclass(frozen=True)
+class _OpLayout:
+    """Where parse_op_rows finds its columns in one export's header."""
 
-    A row cut short (truncated file) is counted as a problem, not fatal.
-    """
-    reader, header, idx = _open_csv(lines, OP_COLUMNS, ("duration",), "op_summary/kernel_details")
+    width: int
+    need: int  # the highest column index used: a shorter row is skipped
+    i_dur: int
+    i_name: int
+    i_step: int | None
+    cols: tuple[int, int, int, int]  # device, task type, op type, stream (i_dur if absent)
+    missing: tuple[bool, ...]
+
+
+def _op_layout(header: list[str]) -> _OpLayout:
+    idx = _index(header, OP_COLUMNS, ("duration",), "op_summary/kernel_details")
     if "name" not in idx and "type" not in idx:
         raise CsvFormatError(T("not an op_summary/kernel_details export: neither Op Name "
                                "nor OP Type column"))
@@ -146,14 +156,28 @@ def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summa
     i_step = idx.get("step")
     need = max(i for i in (i_dur, i_dev, i_name, i_type, i_task, i_stream, i_step) if i is not None)
     cols = (i_dev, i_task, i_type, i_stream)
-    missing = tuple(c is None for c in cols)
-    key_of = itemgetter(*[c if c is not None else i_dur for c in cols])  # blanked below
+    return _OpLayout(len(header), need, i_dur, i_name, i_step,
+                     tuple(c if c is not None else i_dur for c in cols),  # blanked in _fold
+                     tuple(c is None for c in cols))
+
+
+def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summary") -> int:
+    """op_summary_*.csv or kernel_details.csv rows into ``acc``; returns rows read.
+
+    A row cut short (truncated file) is counted as a problem, not fatal.
+    """
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    if header is None:
+        raise CsvFormatError(T("empty file (no header)"))
+    lay = _op_layout(header)
+    i_dur, i_name, i_step, need, width = lay.i_dur, lay.i_name, lay.i_step, lay.need, lay.width
+    key_of = itemgetter(*lay.cols)
     sums: dict[tuple[str, ...], list] = {}
     get = sums.get
     memcpy: dict[tuple[str, str, str], list] = {}  # (device, stream, name) -> [us, n]
     steps: set[tuple[str, str]] = set()
     n = bad = 0
-    width = len(header)
     for row in reader:
         n += 1
         if len(row) != width:
@@ -185,11 +209,94 @@ def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summa
                 m[1] += 1
         if i_step is not None:
             steps.add((k[0], row[i_step]))
-    _fold(acc, sums, memcpy, steps, missing)
+    return _op_done(acc, source, lay, n, bad, sums, memcpy, steps)
+
+
+def _op_done(acc: ProfileAcc, source: str, lay: _OpLayout, n: int, bad: int, sums: dict,
+             memcpy: dict, steps: set) -> int:
+    _fold(acc, sums, memcpy, steps, lay.missing)
     if bad:
         acc.problems.append(f"{source}: {bad} of {n} rows cut short, too long or not numeric")
     acc.rows[source] = acc.rows.get(source, 0) + n
     return n
+
+
+OP_BLOCK = 4 << 20  # bytes per read of the C scanner
+OP_CARRY = 64 << 20  # a record longer than this goes to the Python path (it holds a line too)
+
+
+def _read_into(raw: BinaryIO, buf: bytearray, at: int) -> int:
+    """Bytes read from ``raw`` into ``buf[at:]``, at most OP_BLOCK (0 at the end)."""
+    size = min(len(buf) - at, OP_BLOCK)
+    readinto = getattr(raw, "readinto", None)
+    if readinto is not None:
+        with memoryview(buf) as whole, whole[at:at + size] as part:
+            return readinto(part) or 0
+    block = raw.read(size)
+    buf[at:at + len(block)] = block
+    return len(block)
+
+
+class NativeFallback(Exception):
+    """The C scanner does not handle this input: read it again with the Python path."""
+
+
+def _native():
+    """The C scanner (doctor/_opscan.c) when it was built and not ruled out, else None."""
+    if os.environ.get("ASCEND_DOCTOR_CSV_ENGINE") == "python":
+        return None
+    try:
+        from .. import _opscan
+    except ImportError:  # built without a compiler: the Python path gives the same results
+        return None
+    return _opscan
+
+
+def parse_op_bytes(raw: BinaryIO, acc: ProfileAcc, source: str = "op_summary") -> int:
+    """``parse_op_rows`` over a binary stream, by the C scanner when it is built: the same
+    rows, counts, keys and sums (it emulates the text path's decoding and csv's default
+    dialect). Raises NativeFallback, before touching ``acc``, for input it leaves to the
+    Python path; without the scanner it is that path."""
+    mod = _native()
+    if mod is None:
+        return parse_op_rows(text_lines(raw), acc, source)
+    limit = csv.field_size_limit()
+    buf = bytearray(OP_BLOCK)  # reused: a fresh block per read costs page faults
+    have, final = 0, False
+
+    def fill() -> None:
+        nonlocal buf, have, final
+        if have == len(buf):  # one record fills the buffer: grow it, up to OP_CARRY
+            if len(buf) >= OP_CARRY:
+                raise NativeFallback(source)
+            buf.extend(bytes(len(buf)))
+        got = _read_into(raw, buf, have)
+        final = got == 0
+        have += got
+
+    try:
+        while True:  # the header, however long its first record
+            fill()
+            header, pos = mod.first_record(buf, have, final, limit)
+            if pos >= 0:
+                break
+        if header is None:
+            raise CsvFormatError(T("empty file (no header)"))
+        lay = _op_layout(header)
+        scan = mod.Scanner(lay.width, lay.need, lay.i_dur, lay.cols, lay.i_name,
+                           -1 if lay.i_step is None else lay.i_step, limit)
+        while True:
+            pos = scan.feed(buf, pos, have, final)
+            if final:
+                break
+            buf[:have - pos] = buf[pos:have]  # the record cut by the read, to the front
+            have -= pos
+            pos = 0
+            fill()
+    except mod.Fallback:
+        raise NativeFallback(source) from None
+    n, bad, sums, memcpy, steps = scan.result()
+    return _op_done(acc, source, lay, n, bad, sums, memcpy, steps)
 
 
 def _fold(acc: ProfileAcc, sums: dict, memcpy: dict, steps: set, missing: tuple[bool, ...]
@@ -495,8 +602,16 @@ def gather_profile(host: Host, options: RunOptions) -> Profile:
             continue
         parser = dict(KINDS)[kind]
         try:
-            with host.open_stream(f) as raw:
-                parser(text_lines(raw), acc, f)
+            if parser is parse_op_rows:  # the C scanner when built; refused input: Python
+                try:
+                    with host.open_stream(f) as raw:
+                        parse_op_bytes(raw, acc, f)
+                except NativeFallback:
+                    with host.open_stream(f) as raw:
+                        parser(text_lines(raw), acc, f)
+            else:
+                with host.open_stream(f) as raw:
+                    parser(text_lines(raw), acc, f)
         except CsvFormatError as exc:
             raise ParseError(f, describe(exc)) from None
         except csv.Error as exc:
