@@ -165,7 +165,8 @@ rows_st = st.lists(st.tuples(
     st.sampled_from(["12.5", "0.1", "1e3", "N/A", "", "x", "3.", "-2", "7_0"])), max_size=12)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# at least 300 examples; ASCEND_DOCTOR_FUZZ=long (tests/conftest.py) raises it
+@settings(max_examples=max(300, settings.default.max_examples), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows_st, st.lists(st.tuples(st.integers(0, 1 << 16), st.sampled_from(
     [b",", b'"', b"\n", b"\r", b"\r\n", b"", b"x", b"\xff", b"\xe4\xb8", b"\xef\xbb\xbf", b"0"])),
     max_size=6), st.one_of(st.none(), st.integers(0, 4000)), st.sampled_from([3, 17, 4 << 20]))
