@@ -80,14 +80,14 @@ class MetricsSnapshot:
 
 def parse_metrics(text: str, source: str = "/metrics") -> MetricsSnapshot:
     """Prometheus text exposition → samples; anything else is a ParseError naming why."""
-    from prometheus_client.parser import text_string_to_metric_families
+    from ..promtext import parse
 
     if text.lstrip().startswith(("<", "{", "[")):
         raise ParseError(source, T("not Prometheus text exposition (looks like HTML or JSON)"))
     samples: list[Sample] = []
     families: list[str] = []
     try:
-        for fam in text_string_to_metric_families(text):
+        for fam in parse(text):
             families.append(fam.name)
             for s in fam.samples:
                 samples.append(Sample(s.name, dict(s.labels), float(s.value)))
