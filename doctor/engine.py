@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -94,6 +93,8 @@ def run_check(spec: CheckSpec, store: FactStore) -> tuple[Finding, ...]:
 def _tb(exc: BaseException | None) -> str:
     if exc is None:
         return ""
+    import traceback  # only for a check that failed (and textwrap with it)
+
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
 
 

@@ -7,6 +7,7 @@ past ``TAIL_BYTES`` only the tail is read (the recent part is what explains a fa
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from dataclasses import dataclass
@@ -253,8 +254,24 @@ HS_AFTER = 512 << 10  # bytes read before the accelerated engine is worth loadin
 def _minimal(literals: list[str]) -> list[bytes]:
     """The ASCII literals as bytes, up to a newline, without those holding another (a
     literal holding another is found through it: only the minimal ones are searched)."""
-    found = {lit.encode().split(b"\n")[0] for lit in literals if lit.isascii()} - {b""}
-    return sorted(a for a in found if not any(b != a and b in a for b in found))
+    found = sorted({lit.encode().split(b"\n")[0] for lit in literals if lit.isascii()} - {b""})
+    # every literal in one newline-joined string: one C-speed count per literal finds those
+    # that occur inside another (pairwise ``in`` tests cost 4.6 ms for the KB's ~150)
+    joined = b"\n".join(found)
+    starts, at = [], 0
+    for lit in found:
+        starts.append(at)
+        at += len(lit) + 1
+    holders: set[int] = set()
+    for lit in found:
+        if joined.count(lit) > 1:
+            i = joined.find(lit)
+            while i >= 0:
+                k = bisect.bisect_right(starts, i) - 1
+                if found[k] != lit:
+                    holders.add(k)
+                i = joined.find(lit, i + 1)
+    return [a for k, a in enumerate(found) if k not in holders]
 
 
 def scan_engine(literals: list[str], prefer: str | None = None) -> "_PyEngine | _HsEngine":
