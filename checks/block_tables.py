@@ -48,7 +48,7 @@ KINDS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Violation:
     kind: str
     step: int
@@ -63,7 +63,7 @@ class Violation:
                 "detail": self.detail}
 
 
-@dataclass
+@dataclass(eq=False)
 class AuditResult:
     """What one replay found: counts, the first violations of each kind, unreadable lines."""
 

@@ -23,7 +23,7 @@ _CHECK_ATTR = "__ascend_doctor_check__"
 _PROVIDER_ATTR = "__ascend_doctor_provider__"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CheckSpec:
     id: str
     title: str
@@ -39,7 +39,7 @@ class CheckSpec:
         return getattr(self.func, "__module__", "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProviderSpec:
     fact: type
     func: Callable[..., Any]
@@ -68,7 +68,7 @@ def provider(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-@dataclass
+@dataclass(eq=False)
 class PluginRef:
     """A third-party check module, listed without importing it."""
 
@@ -78,7 +78,7 @@ class PluginRef:
     error: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class Registry:
     checks: dict[str, CheckSpec] = field(default_factory=dict)
     providers: dict[type, ProviderSpec] = field(default_factory=dict)

@@ -178,7 +178,7 @@ def describe_when(when: Mapping[str, Any]) -> str:
                      for k, v in when.items())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Match:
     entry: Entry
     score: float

@@ -19,7 +19,7 @@ DEFAULT_OUTPUT_CAP = 1024 * 1024
 DEFAULT_HTTP_CAP = 8 * 1024 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StatInfo:
     path: str
     mode: int  # full st_mode (type bits + permissions)
@@ -50,7 +50,7 @@ class StatInfo:
         return _stat.S_IMODE(self.mode)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CommandResult:
     argv: tuple[str, ...]
     returncode: int | None  # None when it timed out and was killed
@@ -82,7 +82,7 @@ class CommandResult:
         return f"`{cmd}` exited {self.returncode}: {tail}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class HttpResponse:
     url: str
     status: int | None  # None: no HTTP answer at all (refused, timeout, garbage)
@@ -101,7 +101,7 @@ class HttpResponse:
         return self.body.decode("utf-8", "replace")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProcInfo:
     pid: int
     ppid: int

@@ -29,7 +29,7 @@ ENV = "ASCEND_DOCTOR_BLOCK_AUDIT"
 MAX_LINE = 64 * 1024 * 1024  # one step line; longer = garbled
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Header:
     line: int
     engine: str  # "v1" | "v0"
@@ -70,7 +70,7 @@ class CachedCols(NamedTuple):
     computed: tuple[int | None, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StepV1:
     line: int
     step: int
@@ -86,28 +86,28 @@ class StepV1:
         return tuple(CachedReq(*row) for row in zip(*self.cols)) if self.cols.ids else ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SeqGroupV0:
     request_id: str
     tables: dict[int, tuple[int, ...]]  # seq_id -> block table
     computed: tuple[int, ...] | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StepV0:
     line: int
     step: int
     groups: tuple[SeqGroupV0, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Disabled:
     line: int
     step: int
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BadLine:
     line: int
     reason: str
@@ -318,7 +318,7 @@ def parse_text(text: "str | bytes") -> list[Record]:
     return list(iter_records(io.BytesIO(data)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BlockAuditLog:
     """Audit logs to replay; ``records(path)`` streams one through the Host."""
 

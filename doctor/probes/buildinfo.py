@@ -19,7 +19,7 @@ from .packages import Packages
 _DEVICE = re.compile(r"""^__device_type__\s*(?::\s*\w+\s*)?=\s*['"]([^'"]*)['"]""", re.MULTILINE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class VllmAscendBuild:
     path: str
     device_type: str

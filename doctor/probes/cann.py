@@ -58,7 +58,7 @@ def bracket_list(value: str | None) -> tuple[str, ...]:
     return tuple(x.strip() for x in _BRACKETS.findall(value or "") if x.strip())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ToolkitInstallInfo:
     version: str
     innerversion: str = ""
@@ -82,13 +82,13 @@ def parse_toolkit_install_info(text: str, source: str = "ascend_toolkit_install.
                               kv.get("path", ""))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ComponentVersion:
     inner: str
     cann: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class VersionCfg:
     """component -> {running|upgrade|installed -> ComponentVersion}."""
 
@@ -125,7 +125,7 @@ def parse_version_cfg(text: str, source: str = "version.cfg") -> VersionCfg:
     return VersionCfg(comps)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DriverVersion:
     version: str
     innerversion: str = ""
@@ -152,7 +152,7 @@ def parse_driver_version_info(text: str, source: str = DRIVER_INFO) -> DriverVer
                          kv.get("ascendhal_version", ""))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FirmwareVersion:
     version: str
     package_version: str = ""
@@ -184,7 +184,7 @@ def parse_nnal_version_info(text: str, source: str = "nnal version.info") -> str
 
 
 # -- gathering ---------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Toolkit:
     home: str  # as found (e.g. /usr/local/Ascend/ascend-toolkit/latest)
     real: str  # the directory it resolves to
@@ -194,7 +194,7 @@ class Toolkit:
     origin: str = ""  # which probe found it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CannStack:
     toolkits: tuple[Toolkit, ...] = ()
     active: Toolkit | None = None  # the one ASCEND_HOME_PATH names, else the first found

@@ -20,7 +20,7 @@ ENV_PREFIXES = ("TORCH", "PYTORCH", "ASCEND_", "ATB_", "HCCL_", "VLLM_", "OMP_",
 SECRET_WORDS = ("SECRET", "TOKEN", "API", "ACCESS", "PASSWORD")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CollectEnv:
     system: dict[str, str] = field(default_factory=dict)  # os, gcc, clang, cmake, libc, kernel
     cpu: str = ""

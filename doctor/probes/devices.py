@@ -24,21 +24,21 @@ CONTAINER_MOUNTS = ("/usr/local/Ascend/driver/lib64", "/usr/local/Ascend/driver/
 _CGROUP_HINT = re.compile(r"docker|kubepods|containerd|crio|libpod|lxc", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DeviceNode:
     path: str
     stat: StatInfo | None
     error: str | None = None  # why it could not be stat'ed (None + no stat = absent)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceUser:
     pid: int
     uid: int
     gids: tuple[int, ...]  # primary + supplementary (from /proc/<pid>/status)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AscendDevices:
     chips: tuple[DeviceNode, ...]  # /dev/davinci<N>, sorted by N
     control: tuple[DeviceNode, ...]
@@ -49,7 +49,7 @@ class AscendDevices:
         return [int(re.sub(r"\D", "", n.path.rsplit("davinci", 1)[1])) for n in self.chips]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ContainerInfo:
     in_container: bool
     evidence: tuple[str, ...]

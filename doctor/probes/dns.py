@@ -86,7 +86,7 @@ PY_LOAD_HINTS = ("locust", "benchmark_serving", "bench", "loadtest", "load_test"
                  "evalscope", "llmperf")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ResolvConf:
     nameservers: tuple[str, ...] = ()
     search: tuple[str, ...] = ()
@@ -157,14 +157,14 @@ def load_client_kind(p: ProcInfo) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LoadClient:
     pid: int
     kind: str
     cmdline: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ResolverConfig:
     """What decides how often and how slowly this host resolves the service name."""
 

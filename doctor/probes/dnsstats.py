@@ -37,7 +37,7 @@ def addr_text(raw: bytes) -> str:
         return raw.hex()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Expansion:
     """One name tried under several search suffixes (resolv.conf ndots/search)."""
 

@@ -24,7 +24,7 @@ MAX_THREADS = 256
 PERF_SECONDS = 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProcStat:
     pid: int
     comm: str
@@ -79,7 +79,7 @@ def parse_meminfo(text: str) -> dict[str, int]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProcRate:
     pid: int
     comm: str
@@ -96,7 +96,7 @@ class ProcRate:
         return self.majflt / self.seconds if self.seconds > 0 else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FaultRates:
     """Fault deltas of one server's process tree over one sampling window."""
 
@@ -181,7 +181,7 @@ def sample_faults(host: Host, server_pid: int, pids: list[int], seconds: float) 
                       tuple(sorted(set(a) - set(b))))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceFaults:
     """Fault rates of each vLLM server found (the pinned one with --pid)."""
 
@@ -206,7 +206,7 @@ def gather_service_faults(host: Host, options: RunOptions, procs: ServiceProcess
     return ServiceFaults(tuple(out))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class HugePages:
     thp_mode: str | None
     thp_defrag: str | None
@@ -252,7 +252,7 @@ def gather_hugepages(host: Host) -> HugePages:
     return HugePages(modes["enabled"], modes["defrag"], mem, tuple(errors))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PerfTlb:
     """``perf stat -e dTLB-load-misses`` on the server for a second, or why not."""
 

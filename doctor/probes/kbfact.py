@@ -10,7 +10,7 @@ from ..knowledge import KnowledgeBase, Match, compat, load
 from ..registry import provider
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Knowledge:
     kb: KnowledgeBase
     compat: Mapping[str, Any] = field(default_factory=dict)  # knowledge/compat.toml

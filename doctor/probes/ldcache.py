@@ -31,7 +31,7 @@ EXPECTED_FLAGS = {(64, "EM_X86_64"): 0x0303, (64, "EM_AARCH64"): 0x0a03, (32, "E
                   (32, "EM_ARM"): 0x0903}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CacheEntry:
     name: str  # the soname (key)
     path: str  # the file (value)
@@ -43,7 +43,7 @@ class CacheEntry:
         return ARCH_FLAGS.get(self.flags & 0xff00, f"flags 0x{self.flags:04x}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LdCache:
     format: str  # new | old | compat
     entries: tuple[CacheEntry, ...]

@@ -17,14 +17,14 @@ from ..registry import provider
 LDSO_CONF = "/etc/ld.so.conf"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Directive:
     kind: str  # dir | include | hwcap
     value: str
     line: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ConfFile:
     path: str
     mode: int | None  # permission bits; None when it could not be stat'ed
@@ -40,7 +40,7 @@ class SearchDir:
     origin: str  # "file:line"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LdSoConf:
     search_dirs: tuple[SearchDir, ...]
     files: tuple[ConfFile, ...]  # every conf file reached, in read order
@@ -141,7 +141,7 @@ CONF_D = "/etc/ld.so.conf.d"
 MAX_DIR_ENTRIES = 4000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class UnreachedConf:
     """A conf file that names Ascend directories but is not read by ldconfig."""
 
@@ -151,7 +151,7 @@ class UnreachedConf:
     uid: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DirState:
     path: str
     origin: str  # file:line, or "holds <conf>" for a conf directory
@@ -162,7 +162,7 @@ class DirState:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LdConfState:
     """Unreached Ascend conf files, the configured dirs and the dirs holding conf files."""
 

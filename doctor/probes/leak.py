@@ -36,14 +36,14 @@ def parse_npusmi_hbm(text: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MemPoint:
     t: float
     used_mb: dict[str, float]  # per device
     running: float | None  # vllm:num_requests_running at that moment (None: unknown)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NpuMemoryTrend:
     source: str  # "npu-smi info" or "<url>/metrics (exporter)"
     points: tuple[MemPoint, ...]

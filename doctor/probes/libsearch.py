@@ -16,7 +16,7 @@ from .ldconf import LdConfState
 CONTAINER_MARKERS = ("/.dockerenv", "/run/.containerenv")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LibSearchContext:
     own_ld_library_path: tuple[str, ...] = ()
     in_container: bool = False

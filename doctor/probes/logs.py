@@ -27,7 +27,7 @@ TAIL_BYTES = 256 * 1024 * 1024
 MAX_LINE = 64 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LogFile:
     path: str
     origin: str  # "--log" or "stdout of pid 4711"
@@ -35,7 +35,7 @@ class LogFile:
     error: str | None = None  # why it cannot be read
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LogSources:
     files: tuple[LogFile, ...]
     user: Host | None = None  # where --log files are read (the user's files, not the host's)
@@ -292,7 +292,7 @@ def scan_engine(literals: list[str], prefer: str | None = None) -> "_PyEngine | 
     return _PyEngine(lits)
 
 
-@dataclass
+@dataclass(eq=False)
 class LogScan:
     """What one pass over a log gives the logs check besides the candidate lines."""
     lines: int = 0

@@ -25,7 +25,7 @@ _BUS = re.compile(r"^(?:[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f
 SMI_TIMEOUT_S = 15.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NpuChip:
     npu: int
     chip: int
@@ -51,7 +51,7 @@ class NpuChip:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NpuProcess:
     npu: int
     chip: int
@@ -60,7 +60,7 @@ class NpuProcess:
     mem_mb: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NpuSmiInfo:
     tool_version: str
     driver_version: str
@@ -175,7 +175,7 @@ def kv_get(pairs: tuple[tuple[str, str], ...], key: str) -> list[str]:
 
 
 # -- gathering ---------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SubCommand:
     argv: tuple[str, ...]
     pairs: tuple[tuple[str, str], ...] = ()
@@ -183,7 +183,7 @@ class SubCommand:
     timed_out: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NpuSmi:
     """What npu-smi said; a failed or hung ``npu-smi info`` is kept, not raised."""
 

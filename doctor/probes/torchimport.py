@@ -20,7 +20,7 @@ from .procs import ServiceEnv, ServiceProcesses
 IMPORT_TIMEOUT_S = 60.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TorchNpuImport:
     interpreter: str
     interpreter_source: str
