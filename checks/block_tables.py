@@ -50,6 +50,9 @@ KINDS = {
 
 @dataclass(frozen=True, eq=False)
 class Violation:
+    """One broken block-table invariant: what kind, at which step and audit line, whose
+    requests and blocks."""
+
     kind: str
     step: int
     line: int

@@ -30,6 +30,8 @@ ABANDON_GRACE_S = 0.5  # at most this long, once, for abandoned checks to unwind
 
 @dataclass(eq=False)
 class RunConfig:
+    """What to run and how: the selection, the time budgets, how many checks at once."""
+
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT

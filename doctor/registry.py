@@ -25,6 +25,8 @@ _PROVIDER_ATTR = "__ascend_doctor_provider__"
 
 @dataclass(frozen=True, eq=False)
 class CheckSpec:
+    """A registered check: its id, title, function, category and time budget."""
+
     id: str
     title: str
     func: Callable[..., Any]
@@ -41,6 +43,8 @@ class CheckSpec:
 
 @dataclass(frozen=True, eq=False)
 class ProviderSpec:
+    """A registered provider: the fact type it makes and its function."""
+
     fact: type
     func: Callable[..., Any]
 
@@ -80,6 +84,8 @@ class PluginRef:
 
 @dataclass(eq=False)
 class Registry:
+    """The checks and fact providers of a run, and the plugins listed for it."""
+
     checks: dict[str, CheckSpec] = field(default_factory=dict)
     providers: dict[type, ProviderSpec] = field(default_factory=dict)
     plugins: list[PluginRef] = field(default_factory=list)

@@ -40,6 +40,8 @@ class KnowledgeError(ValueError):
 
 @dataclass(frozen=True)
 class Entry:
+    """One knowledge base entry: what it means, why, what to do, how to recognise it."""
+
     id: str
     title: Mapping[str, str]
     cause: Mapping[str, str]
@@ -180,6 +182,8 @@ def describe_when(when: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Match:
+    """An entry matched by log lines: how strongly, which lines, what they captured."""
+
     entry: Entry
     score: float
     lines: tuple[tuple[int, str], ...]  # (line number, text)

@@ -21,6 +21,8 @@ DEFAULT_HTTP_CAP = 8 * 1024 * 1024
 
 @dataclass(frozen=True, eq=False)
 class StatInfo:
+    """An lstat/stat answer, as the checks need it (no device or inode numbers)."""
+
     path: str
     mode: int  # full st_mode (type bits + permissions)
     uid: int
@@ -52,6 +54,8 @@ class StatInfo:
 
 @dataclass(frozen=True, eq=False)
 class CommandResult:
+    """How a command ended: its exit code (None if killed), output and whether it was cut."""
+
     argv: tuple[str, ...]
     returncode: int | None  # None when it timed out and was killed
     stdout: bytes
@@ -84,6 +88,8 @@ class CommandResult:
 
 @dataclass(frozen=True, eq=False)
 class HttpResponse:
+    """One GET: the status and body, or why there is none."""
+
     url: str
     status: int | None  # None: no HTTP answer at all (refused, timeout, garbage)
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -103,6 +109,8 @@ class HttpResponse:
 
 @dataclass(frozen=True, eq=False)
 class ProcInfo:
+    """One process as /proc shows it: ids, name, argv, owner, executable."""
+
     pid: int
     ppid: int
     name: str

@@ -106,6 +106,8 @@ def parse_maps(text: str) -> list[str]:
 
 @dataclass(frozen=True, eq=False)
 class MappedLibs:
+    """The shared objects the service process has mapped (from /proc/<pid>/maps)."""
+
     pid: int
     paths: tuple[str, ...]  # shared objects mapped in the service process
 

@@ -31,6 +31,8 @@ MAX_LINE = 64 * 1024 * 1024  # one step line; longer = garbled
 
 @dataclass(frozen=True, eq=False)
 class Header:
+    """An audit log's header: the engine, the KV cache geometry, what the log records."""
+
     line: int
     engine: str  # "v1" | "v0"
     num_gpu_blocks: int | None
@@ -72,6 +74,8 @@ class CachedCols(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class StepV1:
+    """One V1 scheduler step: new requests, cached-request columns, finished and freed ids."""
+
     line: int
     step: int
     new: tuple[NewReq, ...]
@@ -88,6 +92,8 @@ class StepV1:
 
 @dataclass(frozen=True, eq=False)
 class SeqGroupV0:
+    """One V0 sequence group of a step: its block table per sequence."""
+
     request_id: str
     tables: dict[int, tuple[int, ...]]  # seq_id -> block table
     computed: tuple[int, ...] | None
@@ -95,6 +101,8 @@ class SeqGroupV0:
 
 @dataclass(frozen=True, eq=False)
 class StepV0:
+    """One V0 scheduler step: its sequence groups."""
+
     line: int
     step: int
     groups: tuple[SeqGroupV0, ...]
@@ -102,6 +110,8 @@ class StepV0:
 
 @dataclass(frozen=True, eq=False)
 class Disabled:
+    """The plugin stopped auditing at this step, and why."""
+
     line: int
     step: int
     reason: str
@@ -109,6 +119,8 @@ class Disabled:
 
 @dataclass(frozen=True, eq=False)
 class BadLine:
+    """An audit line that could not be read, and why (the replay goes on without it)."""
+
     line: int
     reason: str
     truncated: bool = False

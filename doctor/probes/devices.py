@@ -26,6 +26,8 @@ _CGROUP_HINT = re.compile(r"docker|kubepods|containerd|crio|libpod|lxc", re.IGNO
 
 @dataclass(frozen=True, eq=False)
 class DeviceNode:
+    """One /dev node: its stat, or why it could not be read."""
+
     path: str
     stat: StatInfo | None
     error: str | None = None  # why it could not be stat'ed (None + no stat = absent)
@@ -33,6 +35,8 @@ class DeviceNode:
 
 @dataclass(frozen=True, eq=False)
 class ServiceUser:
+    """Who the service runs as: uid and groups, for the device permission test."""
+
     pid: int
     uid: int
     gids: tuple[int, ...]  # primary + supplementary (from /proc/<pid>/status)
@@ -40,6 +44,8 @@ class ServiceUser:
 
 @dataclass(frozen=True, eq=False)
 class AscendDevices:
+    """The davinci chip and control nodes, and the service's user."""
+
     chips: tuple[DeviceNode, ...]  # /dev/davinci<N>, sorted by N
     control: tuple[DeviceNode, ...]
     user: ServiceUser | None = None
@@ -51,6 +57,8 @@ class AscendDevices:
 
 @dataclass(frozen=True, eq=False)
 class ContainerInfo:
+    """Whether we run in a container (and the evidence), and which Ascend mounts it has."""
+
     in_container: bool
     evidence: tuple[str, ...]
     mounts: dict[str, bool]  # CONTAINER_MOUNTS -> present

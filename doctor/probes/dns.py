@@ -88,6 +88,8 @@ PY_LOAD_HINTS = ("locust", "benchmark_serving", "bench", "loadtest", "load_test"
 
 @dataclass(frozen=True, eq=False)
 class ResolvConf:
+    """/etc/resolv.conf as the resolver reads it."""
+
     nameservers: tuple[str, ...] = ()
     search: tuple[str, ...] = ()
     ndots: int = 1
@@ -159,6 +161,8 @@ def load_client_kind(p: ProcInfo) -> str | None:
 
 @dataclass(frozen=True, eq=False)
 class LoadClient:
+    """A load generator process found on the host (its DNS lookups are the client side)."""
+
     pid: int
     kind: str
     cmdline: str

@@ -49,6 +49,8 @@ class Expansion:
 
 @dataclass(frozen=True)
 class ClientDns:
+    """One client's DNS traffic in a capture: volume, names, answers, latency, connects."""
+
     address: str
     queries: int
     qps: float

@@ -26,6 +26,8 @@ PERF_SECONDS = 1.0
 
 @dataclass(frozen=True, eq=False)
 class ProcStat:
+    """The fields of /proc/<pid>/stat the fault checks use."""
+
     pid: int
     comm: str
     state: str
@@ -81,6 +83,8 @@ def parse_meminfo(text: str) -> dict[str, int]:
 
 @dataclass(frozen=True, eq=False)
 class ProcRate:
+    """A process's page faults over the sampling window."""
+
     pid: int
     comm: str
     minflt: int  # delta over the window
@@ -208,6 +212,8 @@ def gather_service_faults(host: Host, options: RunOptions, procs: ServiceProcess
 
 @dataclass(frozen=True, eq=False)
 class HugePages:
+    """Transparent huge page settings and the hugepage lines of /proc/meminfo."""
+
     thp_mode: str | None
     thp_defrag: str | None
     meminfo: Mapping[str, int] = field(default_factory=dict)

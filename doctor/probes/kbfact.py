@@ -12,6 +12,8 @@ from ..registry import provider
 
 @dataclass(frozen=True, eq=False)
 class Knowledge:
+    """The knowledge base and compatibility matrix, as a fact the checks ask for."""
+
     kb: KnowledgeBase
     compat: Mapping[str, Any] = field(default_factory=dict)  # knowledge/compat.toml
 

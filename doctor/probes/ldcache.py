@@ -33,6 +33,8 @@ EXPECTED_FLAGS = {(64, "EM_X86_64"): 0x0303, (64, "EM_AARCH64"): 0x0a03, (32, "E
 
 @dataclass(frozen=True, eq=False)
 class CacheEntry:
+    """One /etc/ld.so.cache entry: soname to file."""
+
     name: str  # the soname (key)
     path: str  # the file (value)
     flags: int
@@ -45,6 +47,8 @@ class CacheEntry:
 
 @dataclass(frozen=True, eq=False)
 class LdCache:
+    """The parsed /etc/ld.so.cache, indexed by soname."""
+
     format: str  # new | old | compat
     entries: tuple[CacheEntry, ...]
     generator: str | None = None  # "ldconfig (GNU libc) ..." from the extension section

@@ -19,6 +19,8 @@ LDSO_CONF = "/etc/ld.so.conf"
 
 @dataclass(frozen=True, eq=False)
 class Directive:
+    """One line of an ld.so.conf file that says something."""
+
     kind: str  # dir | include | hwcap
     value: str
     line: int
@@ -26,6 +28,8 @@ class Directive:
 
 @dataclass(frozen=True, eq=False)
 class ConfFile:
+    """An ld.so.conf file reached: its owner and mode, or why it could not be read."""
+
     path: str
     mode: int | None  # permission bits; None when it could not be stat'ed
     uid: int | None
@@ -36,12 +40,16 @@ class ConfFile:
 
 @dataclass(frozen=True)
 class SearchDir:
+    """A directory ldconfig searches, and the file line that adds it."""
+
     path: str
     origin: str  # "file:line"
 
 
 @dataclass(frozen=True, eq=False)
 class LdSoConf:
+    """ld.so.conf with its includes followed: the search path and every file read."""
+
     search_dirs: tuple[SearchDir, ...]
     files: tuple[ConfFile, ...]  # every conf file reached, in read order
     problems: tuple[str, ...] = ()  # include loops, unreadable files, bad encodings
@@ -153,6 +161,8 @@ class UnreachedConf:
 
 @dataclass(frozen=True, eq=False)
 class DirState:
+    """A search directory as it is on disk: present, owner, mode, the libraries it holds."""
+
     path: str
     origin: str  # file:line, or "holds <conf>" for a conf directory
     exists: bool

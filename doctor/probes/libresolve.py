@@ -77,6 +77,8 @@ class Closure:
 
 @dataclass
 class _Obj:
+    """A loaded object in the resolution walk: its file, ELF info, loader and names."""
+
     path: str  # as found
     real: str
     info: ElfInfo

@@ -22,6 +22,8 @@ CHUNK = 4096
 
 @dataclass(eq=False)
 class _Acc:
+    """One KB entry's evidence as a file is scanned."""
+
     entry: object
     count: int = 0
     lines: list = field(default_factory=list)
@@ -90,6 +92,8 @@ class LogFileMatches:
 
 @dataclass(frozen=True, eq=False)
 class LogMatches:
+    """KB matches per log file."""
+
     files: tuple[LogFileMatches, ...] = ()
 
 

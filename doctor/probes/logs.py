@@ -29,6 +29,8 @@ MAX_LINE = 64 * 1024
 
 @dataclass(frozen=True, eq=False)
 class LogFile:
+    """A log to read: where it is, who named it, its size or why it cannot be read."""
+
     path: str
     origin: str  # "--log" or "stdout of pid 4711"
     size: int | None = None
@@ -37,6 +39,8 @@ class LogFile:
 
 @dataclass(frozen=True, eq=False)
 class LogSources:
+    """The logs to scan: --log files and the service's own output."""
+
     files: tuple[LogFile, ...]
     user: Host | None = None  # where --log files are read (the user's files, not the host's)
 
@@ -123,6 +127,8 @@ STATS_LINE = re.compile(
 
 @dataclass(frozen=True)
 class StatsLine:
+    """vLLM's periodic stats line: throughput, running and waiting requests, KV cache use."""
+
     line_no: int
     prompt_tps: float
     gen_tps: float

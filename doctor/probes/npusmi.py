@@ -27,6 +27,8 @@ SMI_TIMEOUT_S = 15.0
 
 @dataclass(frozen=True, eq=False)
 class NpuChip:
+    """One chip row of `npu-smi info`: health, power, temperature, memory."""
+
     npu: int
     chip: int
     name: str
@@ -53,6 +55,8 @@ class NpuChip:
 
 @dataclass(frozen=True, eq=False)
 class NpuProcess:
+    """One process row of `npu-smi info`: where it runs and the memory it holds."""
+
     npu: int
     chip: int
     pid: int
@@ -62,6 +66,8 @@ class NpuProcess:
 
 @dataclass(frozen=True, eq=False)
 class NpuSmiInfo:
+    """`npu-smi info` parsed: versions, chips, processes, idle NPUs."""
+
     tool_version: str
     driver_version: str
     chips: tuple[NpuChip, ...]
@@ -177,6 +183,8 @@ def kv_get(pairs: tuple[tuple[str, str], ...], key: str) -> list[str]:
 # -- gathering ---------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class SubCommand:
+    """One `npu-smi info -t ...` query: its key/value pairs, or how it failed."""
+
     argv: tuple[str, ...]
     pairs: tuple[tuple[str, str], ...] = ()
     failure: str | None = None  # how it failed (exit code and last line, or timeout)

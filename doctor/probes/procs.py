@@ -129,6 +129,8 @@ def is_worker(p: ProcInfo) -> bool:
 
 @dataclass(frozen=True, eq=False)
 class ServiceProcess:
+    """A vLLM server process: its children, arguments, model, ports and devices."""
+
     proc: ProcInfo
     children: tuple[ProcInfo, ...] = ()
     args: Mapping[str, "str | bool"] = field(default_factory=dict)  # cmdline + --config file

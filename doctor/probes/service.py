@@ -29,6 +29,8 @@ METRICS_CAP = 8 * 1024 * 1024
 
 @dataclass(frozen=True, eq=False)
 class Sample:
+    """One /metrics sample: name as exposed, labels, value."""
+
     name: str
     labels: Mapping[str, str]
     value: float
