@@ -145,12 +145,24 @@ def parse_stats_line(line: str, line_no: int = 0) -> StatsLine | None:
                      int(m["waiting"]), float(m["kv"]))
 
 
+_REGEX_SPECIAL = frozenset(".^$*+?{}[]\\|()")  # outside these, sre parses every char as LITERAL
+
+
 def required_literal(pattern: str) -> str | None:
     """The longest literal run every match of ``pattern`` must contain (lower-cased), or None.
 
     Only top-level literals (and literals inside plain top-level groups) count: anything under
-    an alternation, an optional or a repeat may be absent from a match.
+    an alternation, an optional or a repeat may be absent from a match. A pattern without
+    one special character (half the KB's signatures) is all literal: the parse is skipped.
     """
+    if not _REGEX_SPECIAL.intersection(pattern):
+        best = fold(pattern)
+        return best if len(best) >= 3 else None
+    return _literal_by_parse(pattern)
+
+
+def _literal_by_parse(pattern: str) -> str | None:
+    """required_literal from the regex parser's tree (any pattern)."""
     try:
         from re import _parser as sre  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover

@@ -200,3 +200,18 @@ def test_minimal_literals_of_the_knowledge_base():
     kb = knowledge.load()
     lits = LinePrefilter([p for e in kb.entries.values() for p in e.signatures]).literals
     assert logs_probe._minimal(lits) == _minimal_pairwise(lits)
+
+
+@given(st.text(max_size=12) | st.text(st.sampled_from("ab.*()[]\\|?+{}^$ "), max_size=12))
+def test_required_literal_skips_the_parse_only_where_it_changes_nothing(pattern):
+    import warnings
+
+    with warnings.catch_warnings():  # "[[" and friends: the parser's FutureWarning
+        warnings.simplefilter("ignore", FutureWarning)
+        assert logs_probe.required_literal(pattern) == logs_probe._literal_by_parse(pattern)
+
+
+def test_required_literal_of_every_signature_equals_the_parsed_one():
+    kb = knowledge.load()
+    for p in (p for e in kb.entries.values() for p in e.signatures):
+        assert logs_probe.required_literal(p) == logs_probe._literal_by_parse(p), p
