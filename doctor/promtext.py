@@ -126,9 +126,27 @@ def _value_and_timestamp(rest: str) -> tuple[float, float | None]:
     return value, (_number(tokens[-1]) / 1000 if len(tokens) > 1 else None)
 
 
+# The common case, read in one go: legacy label names, values without escapes, blanks
+# around; anything else (escapes, quoted names, empty terms, ``__`` names, a name given
+# twice) takes the general reader below, which decides.
+_PAIR = r'[ \t]*+([a-zA-Z_:][a-zA-Z0-9_:]*+)[ \t]*+=[ \t]*+"([^"\\]*+)"[ \t]*+'
+_PLAIN_BODY = re.compile(rf"(?:{_PAIR},)*{_PAIR},?[ \t]*")
+_PLAIN_PAIR = re.compile(_PAIR)
+
+
 def _labels(body: str) -> dict[str, str]:
     """``a="x",b="y"`` (the text between the braces) → dict; a bare quoted string is the
     metric name (``{"my.metric",a="x"}``); empty terms and one trailing comma are allowed."""
+    if _PLAIN_BODY.fullmatch(body):
+        pairs = _PLAIN_PAIR.findall(body)
+        plain = dict(pairs)
+        if len(plain) == len(pairs) and not any(k.startswith("__") for k in plain):
+            return plain
+    return _labels_general(body)
+
+
+def _labels_general(body: str) -> dict[str, str]:
+    """``_labels`` for any body, term by term."""
     labels: dict[str, str] = {}
     rest = body.strip()
     while rest:
@@ -148,6 +166,8 @@ def _labels(body: str) -> dict[str, str]:
             cut = len(rest)
         term, rest = rest[:cut].strip(), rest[cut:].strip()
         if not term:
+            if rest[:1] == "}":  # never from parse() (the body ends at the first one): no loop
+                raise ValueError(f"unexpected '}}' in labels {body!r}")
             continue
         name, quoted = _name_token(name_word)
         if not quoted and not _LEGACY_NAME.match(name):

@@ -21,6 +21,7 @@ CAUGHT = (ValueError, TypeError, IndexError, KeyError)  # what our callers turn 
 
 
 def _num(v: object) -> object:
+    """A value or timestamp, NaN made comparable."""
     f = float(v)  # type: ignore[arg-type]
     return "NaN" if math.isnan(f) else f
 
@@ -28,7 +29,7 @@ def _num(v: object) -> object:
 def _flat(families) -> list[tuple]:
     return [(f.name, f.documentation, f.type,
              [(s.name, dict(s.labels), _num(s.value),
-               None if s.timestamp is None else float(s.timestamp)) for s in f.samples])
+               None if s.timestamp is None else _num(s.timestamp)) for s in f.samples])
             for f in families]
 
 
@@ -206,3 +207,20 @@ def test_text_assembled_from_the_format_s_tokens(pieces):
            for line in text.split("\n")):
         return  # the one known difference
     same(text)
+
+
+LABEL_PIECES = st.sampled_from(["a", "b", "le", "__x", "__name__", "=", '"', '"1"', '"x y"',
+                                ",", " ", "\t", "\\", '\\"', "\x0b", "{", "}", "=="])
+
+
+@settings(max_examples=500)
+@given(st.lists(LABEL_PIECES, max_size=16))
+def test_the_plain_label_reader_agrees_with_the_general_one(pieces):
+    body = "".join(pieces)
+
+    def read(f):
+        try:
+            return f(body)
+        except ValueError:
+            return "error"
+    assert read(promtext._labels) == read(promtext._labels_general)
