@@ -48,8 +48,11 @@ KINDS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Violation:
+    """One broken block-table invariant: what kind, at which step and audit line, whose
+    requests and blocks."""
+
     kind: str
     step: int
     line: int
@@ -63,7 +66,7 @@ class Violation:
                 "detail": self.detail}
 
 
-@dataclass
+@dataclass(eq=False)
 class AuditResult:
     """What one replay found: counts, the first violations of each kind, unreadable lines."""
 

@@ -6,6 +6,8 @@ them, so ``check --json`` starts fast.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import shlex
 import sys
@@ -18,6 +20,12 @@ from .cli_common import _die, build_options, default_lang, input_options
 from .i18n import Msg, T, tr, tt
 from .errors import DoctorError, SourceError, SourceMissing, UsageError
 from .opening import demo_host, open_host  # noqa: F401  (tests open hosts through the CLI)
+
+# At exit the interpreter's last collections walk every object a run made (~20 ms after
+# `demo --json`, 8 % of it); moved to the permanent generation they are skipped, and the
+# process frees its memory anyway. Output is flushed before this; files are closed by
+# `with` blocks, not by collection.
+atexit.register(gc.freeze)
 
 
 def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,

@@ -49,6 +49,35 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
 _REQUIREMENTS: dict[Any, dict[str, tuple[Any, bool]]] = {}
 
 
+def _simple_hints(func: Callable[..., Any]) -> dict[str, tuple[Any, bool]] | None:
+    """What ``get_type_hints`` + ``_unwrap_optional`` give when every parameter is
+    annotated ``"Name"`` or ``"Name | None"`` (all of ours): the names looked up in the
+    function's globals, without compiling each string (and the return annotation) as
+    get_type_hints does, ~2.5 ms for the ~90 checks and providers. None for anything else."""
+    inner = func
+    while hasattr(inner, "__wrapped__"):  # where get_type_hints looks names up
+        inner = inner.__wrapped__
+    ns = getattr(inner, "__globals__", None)
+    anns = getattr(func, "__annotations__", None)
+    if not isinstance(ns, dict) or not isinstance(anns, dict):
+        return None
+    out: dict[str, tuple[Any, bool]] = {}
+    for name, ann in anns.items():
+        if name == "return":
+            continue
+        if not isinstance(ann, str):
+            return None
+        base, bar, rest = ann.partition(" | ")
+        optional = bool(bar)
+        if (optional and rest != "None") or not base.isidentifier() or base not in ns:
+            return None
+        tp = ns[base]
+        if not isinstance(tp, type):
+            return None
+        out[name] = (tp, optional)
+    return out
+
+
 def requirements(func: Callable[..., Any]) -> dict[str, tuple[Any, bool]]:
     """Parameter name -> (type, optional) for a check or provider. Computed once per
     function: ``get_type_hints`` evaluates every string annotation again on each call."""
@@ -56,9 +85,11 @@ def requirements(func: Callable[..., Any]) -> dict[str, tuple[Any, bool]]:
         return _REQUIREMENTS[func]
     except (KeyError, TypeError):
         pass
-    hints = typing.get_type_hints(func)
-    hints.pop("return", None)
-    out = {name: _unwrap_optional(tp) for name, tp in hints.items()}
+    out = _simple_hints(func)
+    if out is None:
+        hints = typing.get_type_hints(func)
+        hints.pop("return", None)
+        out = {name: _unwrap_optional(tp) for name, tp in hints.items()}
     try:
         _REQUIREMENTS[func] = out  # idempotent: two threads computing it agree
     except TypeError:  # an unhashable callable: not cached

@@ -163,6 +163,8 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class HostInfo:
+    """The host a report is about (uname and os-release)."""
+
     hostname: str = ""
     kernel: str = ""
     arch: str = ""

@@ -11,6 +11,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class RunOptions:
+    """The user's inputs to a run (service URL, capture, profile, logs ...), frozen for it."""
+
     service_url: str = "http://127.0.0.1:8000"
     service_url_given: bool = False  # the user named the service: absence is then a finding
     pid: int | None = None

@@ -27,7 +27,7 @@ from .model import worst as worst_status
 Pair = tuple[CheckResult, Finding]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Problem:
     """A root cause (one or more findings establishing it) and the findings it explains."""
 

@@ -7,7 +7,7 @@ import struct
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Connection:
     """One inet socket, as /proc/net/tcp or psutil.net_connections sees it (defined here, not
     in host.py, so the parser imports nothing of the Host: host.py imports this module)."""

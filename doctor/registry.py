@@ -23,8 +23,10 @@ _CHECK_ATTR = "__ascend_doctor_check__"
 _PROVIDER_ATTR = "__ascend_doctor_provider__"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CheckSpec:
+    """A registered check: its id, title, function, category and time budget."""
+
     id: str
     title: str
     func: Callable[..., Any]
@@ -39,8 +41,10 @@ class CheckSpec:
         return getattr(self.func, "__module__", "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProviderSpec:
+    """A registered provider: the fact type it makes and its function."""
+
     fact: type
     func: Callable[..., Any]
 
@@ -68,7 +72,7 @@ def provider(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-@dataclass
+@dataclass(eq=False)
 class PluginRef:
     """A third-party check module, listed without importing it."""
 
@@ -78,8 +82,10 @@ class PluginRef:
     error: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class Registry:
+    """The checks and fact providers of a run, and the plugins listed for it."""
+
     checks: dict[str, CheckSpec] = field(default_factory=dict)
     providers: dict[type, ProviderSpec] = field(default_factory=dict)
     plugins: list[PluginRef] = field(default_factory=list)

@@ -33,7 +33,7 @@ ENV_ALLOW_PREFIX = ("ASCEND_",)
 _PYTHON = re.compile(r"^python[0-9.]*$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunAs:
     """The credentials a command from the service's world runs with."""
 

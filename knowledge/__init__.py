@@ -14,10 +14,15 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+
+def _tomllib() -> Any:
+    """tomllib (tomli before 3.11), imported when a file is parsed: a run that finds the
+    parsed KB in its user cache (knowledge/cache.py) reads no TOML."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
 
 LANGS = ("en", "zh")
 DATA_FILES_EXCLUDED = {"compat.toml"}
@@ -35,6 +40,8 @@ class KnowledgeError(ValueError):
 
 @dataclass(frozen=True)
 class Entry:
+    """One knowledge base entry: what it means, why, what to do, how to recognise it."""
+
     id: str
     title: Mapping[str, str]
     cause: Mapping[str, str]
@@ -173,8 +180,10 @@ def describe_when(when: Mapping[str, Any]) -> str:
                      for k, v in when.items())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Match:
+    """An entry matched by log lines: how strongly, which lines, what they captured."""
+
     entry: Entry
     score: float
     lines: tuple[tuple[int, str], ...]  # (line number, text)
@@ -384,11 +393,9 @@ def _entry_from(d: Mapping[str, Any], domain: str) -> Entry:
 
 
 def data_files() -> list[tuple[str, bytes]]:
-    from importlib.resources import files
+    from ascend_doctor.pkgdata import names, read_bytes
 
-    root = files("ascend_doctor.knowledge")
-    return sorted((p.name, p.read_bytes()) for p in root.iterdir()
-                  if p.name.endswith(".toml"))
+    return [(n, read_bytes(__name__, __file__, n)) for n in names(__name__, __file__, ".toml")]
 
 
 def _texts(value: Any, what: str) -> Mapping[str, str]:
@@ -435,6 +442,7 @@ def _checked(d: Any, domain: str) -> Entry:
 def parse_file(name: str, raw: bytes) -> list[Entry]:
     """Entries of one knowledge file; KnowledgeError names the file and what is wrong."""
     domain = name.removesuffix(".toml")
+    tomllib = _tomllib()
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -473,6 +481,6 @@ def compat() -> dict[str, Any]:
         if name == "compat.toml":
             from . import cache  # parsed once per change of the file (knowledge/cache.py)
 
-            return cache.load_doc(name, raw, lambda r: tomllib.loads(r.decode("utf-8")),
+            return cache.load_doc(name, raw, lambda r: _tomllib().loads(r.decode("utf-8")),
                                   (__file__, cache.__file__))
     return {}

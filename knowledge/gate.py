@@ -107,6 +107,8 @@ def _group_body(inner: str) -> str | None:
 
 @dataclass(frozen=True)
 class Anchor:
+    """A literal a signature cannot match without: a word, a substring, or none."""
+
     kind: str  # word | substring | none
     text: str = ""
 

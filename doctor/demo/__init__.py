@@ -13,9 +13,9 @@ SCENARIO = "scenario.tar.gz"
 
 @functools.lru_cache(maxsize=1)
 def demo_bundle_bytes() -> bytes:
-    from importlib.resources import files
+    from ..pkgdata import read_bytes
 
-    return files("ascend_doctor.demo").joinpath(SCENARIO).read_bytes()
+    return read_bytes(__name__, __file__, SCENARIO)
 
 
 def demo_bundle_data():

@@ -19,8 +19,10 @@ DEFAULT_OUTPUT_CAP = 1024 * 1024
 DEFAULT_HTTP_CAP = 8 * 1024 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StatInfo:
+    """An lstat/stat answer, as the checks need it (no device or inode numbers)."""
+
     path: str
     mode: int  # full st_mode (type bits + permissions)
     uid: int
@@ -50,8 +52,10 @@ class StatInfo:
         return _stat.S_IMODE(self.mode)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CommandResult:
+    """How a command ended: its exit code (None if killed), output and whether it was cut."""
+
     argv: tuple[str, ...]
     returncode: int | None  # None when it timed out and was killed
     stdout: bytes
@@ -82,8 +86,10 @@ class CommandResult:
         return f"`{cmd}` exited {self.returncode}: {tail}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class HttpResponse:
+    """One GET: the status and body, or why there is none."""
+
     url: str
     status: int | None  # None: no HTTP answer at all (refused, timeout, garbage)
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -101,8 +107,10 @@ class HttpResponse:
         return self.body.decode("utf-8", "replace")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProcInfo:
+    """One process as /proc shows it: ids, name, argv, owner, executable."""
+
     pid: int
     ppid: int
     name: str

@@ -23,7 +23,7 @@ MAX_FILES = 20000
 _VERSION_DIR = re.compile(r"/Ascend/(?:ascend-toolkit/(?P<tk>[^/]+)|(?P<cann>cann-[^/]+))/")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AscendLibIndex:
     """basename → paths of shared objects under the Ascend roots."""
 
@@ -35,7 +35,7 @@ class AscendLibIndex:
         return self.files.get(name, ())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ActiveToolkit:
     """The CANN version directories the `latest` / `cann` links point at."""
 
@@ -104,8 +104,10 @@ def parse_maps(text: str) -> list[str]:
     return list(out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MappedLibs:
+    """The shared objects the service process has mapped (from /proc/<pid>/maps)."""
+
     pid: int
     paths: tuple[str, ...]  # shared objects mapped in the service process
 

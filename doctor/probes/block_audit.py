@@ -29,8 +29,10 @@ ENV = "ASCEND_DOCTOR_BLOCK_AUDIT"
 MAX_LINE = 64 * 1024 * 1024  # one step line; longer = garbled
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Header:
+    """An audit log's header: the engine, the KV cache geometry, what the log records."""
+
     line: int
     engine: str  # "v1" | "v0"
     num_gpu_blocks: int | None
@@ -70,8 +72,10 @@ class CachedCols(NamedTuple):
     computed: tuple[int | None, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StepV1:
+    """One V1 scheduler step: new requests, cached-request columns, finished and freed ids."""
+
     line: int
     step: int
     new: tuple[NewReq, ...]
@@ -86,29 +90,37 @@ class StepV1:
         return tuple(CachedReq(*row) for row in zip(*self.cols)) if self.cols.ids else ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SeqGroupV0:
+    """One V0 sequence group of a step: its block table per sequence."""
+
     request_id: str
     tables: dict[int, tuple[int, ...]]  # seq_id -> block table
     computed: tuple[int, ...] | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StepV0:
+    """One V0 scheduler step: its sequence groups."""
+
     line: int
     step: int
     groups: tuple[SeqGroupV0, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Disabled:
+    """The plugin stopped auditing at this step, and why."""
+
     line: int
     step: int
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BadLine:
+    """An audit line that could not be read, and why (the replay goes on without it)."""
+
     line: int
     reason: str
     truncated: bool = False
@@ -318,7 +330,7 @@ def parse_text(text: "str | bytes") -> list[Record]:
     return list(iter_records(io.BytesIO(data)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BlockAuditLog:
     """Audit logs to replay; ``records(path)`` streams one through the Host."""
 

@@ -19,8 +19,10 @@ from .packages import Packages
 _DEVICE = re.compile(r"""^__device_type__\s*(?::\s*\w+\s*)?=\s*['"]([^'"]*)['"]""", re.MULTILINE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class VllmAscendBuild:
+    """The chip vllm-ascend was built for (``__device_type__`` in its _build_info.py)."""
+
     path: str
     device_type: str
 

@@ -17,7 +17,7 @@ from .ldcache import LdCache
 from .ldconf import LdConfState
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CacheGaps:
     """(dir/name, origin of the directory) of each library the cache lacks."""
 

@@ -58,8 +58,10 @@ def bracket_list(value: str | None) -> tuple[str, ...]:
     return tuple(x.strip() for x in _BRACKETS.findall(value or "") if x.strip())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ToolkitInstallInfo:
+    """A toolkit's ascend_toolkit_install.info: version, package, compatible versions."""
+
     version: str
     innerversion: str = ""
     package_name: str = ""
@@ -82,13 +84,15 @@ def parse_toolkit_install_info(text: str, source: str = "ascend_toolkit_install.
                               kv.get("path", ""))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ComponentVersion:
+    """One component line of a toolkit's version.cfg: its inner and CANN version."""
+
     inner: str
     cann: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class VersionCfg:
     """component -> {running|upgrade|installed -> ComponentVersion}."""
 
@@ -125,8 +129,10 @@ def parse_version_cfg(text: str, source: str = "version.cfg") -> VersionCfg:
     return VersionCfg(comps)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DriverVersion:
+    """The driver's version.info: its version and what it is compatible with."""
+
     version: str
     innerversion: str = ""
     compatible_version: tuple[str, ...] = ()
@@ -152,8 +158,10 @@ def parse_driver_version_info(text: str, source: str = DRIVER_INFO) -> DriverVer
                          kv.get("ascendhal_version", ""))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FirmwareVersion:
+    """The firmware's version.info: its version and the drivers it accepts."""
+
     version: str
     package_version: str = ""
     compatible_version_drv: tuple[str, ...] = ()
@@ -184,8 +192,10 @@ def parse_nnal_version_info(text: str, source: str = "nnal version.info") -> str
 
 
 # -- gathering ---------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Toolkit:
+    """One installed CANN toolkit: where it was found, what it resolves to, its info files."""
+
     home: str  # as found (e.g. /usr/local/Ascend/ascend-toolkit/latest)
     real: str  # the directory it resolves to
     info_path: str
@@ -194,8 +204,10 @@ class Toolkit:
     origin: str = ""  # which probe found it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CannStack:
+    """Every toolkit found, the active one (and why), driver, firmware and NNAL."""
+
     toolkits: tuple[Toolkit, ...] = ()
     active: Toolkit | None = None  # the one ASCEND_HOME_PATH names, else the first found
     active_reason: str = ""

@@ -20,8 +20,10 @@ ENV_PREFIXES = ("TORCH", "PYTORCH", "ASCEND_", "ATB_", "HCCL_", "VLLM_", "OMP_",
 SECRET_WORDS = ("SECRET", "TOKEN", "API", "ACCESS", "PASSWORD")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CollectEnv:
+    """What torch.utils.collect_env reports that the other facts do not: system, CPU, env."""
+
     system: dict[str, str] = field(default_factory=dict)  # os, gcc, clang, cmake, libc, kernel
     cpu: str = ""
     env: dict[str, str] = field(default_factory=dict)

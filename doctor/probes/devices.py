@@ -24,22 +24,28 @@ CONTAINER_MOUNTS = ("/usr/local/Ascend/driver/lib64", "/usr/local/Ascend/driver/
 _CGROUP_HINT = re.compile(r"docker|kubepods|containerd|crio|libpod|lxc", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DeviceNode:
+    """One /dev node: its stat, or why it could not be read."""
+
     path: str
     stat: StatInfo | None
     error: str | None = None  # why it could not be stat'ed (None + no stat = absent)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceUser:
+    """Who the service runs as: uid and groups, for the device permission test."""
+
     pid: int
     uid: int
     gids: tuple[int, ...]  # primary + supplementary (from /proc/<pid>/status)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AscendDevices:
+    """The davinci chip and control nodes, and the service's user."""
+
     chips: tuple[DeviceNode, ...]  # /dev/davinci<N>, sorted by N
     control: tuple[DeviceNode, ...]
     user: ServiceUser | None = None
@@ -49,8 +55,10 @@ class AscendDevices:
         return [int(re.sub(r"\D", "", n.path.rsplit("davinci", 1)[1])) for n in self.chips]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ContainerInfo:
+    """Whether we run in a container (and the evidence), and which Ascend mounts it has."""
+
     in_container: bool
     evidence: tuple[str, ...]
     mounts: dict[str, bool]  # CONTAINER_MOUNTS -> present

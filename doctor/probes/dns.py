@@ -86,8 +86,10 @@ PY_LOAD_HINTS = ("locust", "benchmark_serving", "bench", "loadtest", "load_test"
                  "evalscope", "llmperf")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ResolvConf:
+    """/etc/resolv.conf as the resolver reads it."""
+
     nameservers: tuple[str, ...] = ()
     search: tuple[str, ...] = ()
     ndots: int = 1
@@ -157,14 +159,16 @@ def load_client_kind(p: ProcInfo) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LoadClient:
+    """A load generator process found on the host (its DNS lookups are the client side)."""
+
     pid: int
     kind: str
     cmdline: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ResolverConfig:
     """What decides how often and how slowly this host resolves the service name."""
 

@@ -37,7 +37,7 @@ def addr_text(raw: bytes) -> str:
         return raw.hex()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Expansion:
     """One name tried under several search suffixes (resolv.conf ndots/search)."""
 
@@ -49,6 +49,8 @@ class Expansion:
 
 @dataclass(frozen=True)
 class ClientDns:
+    """One client's DNS traffic in a capture: volume, names, answers, latency, connects."""
+
     address: str
     queries: int
     qps: float

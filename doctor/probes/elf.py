@@ -42,7 +42,7 @@ class ElfInfo:
     has_runpath: bool = False  # DT_RUNPATH present (even empty): DT_RPATH is then ignored
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ElfHeader:
     """The identity ld.so checks before mapping a candidate (open_verify)."""
 

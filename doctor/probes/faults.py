@@ -24,8 +24,10 @@ MAX_THREADS = 256
 PERF_SECONDS = 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProcStat:
+    """The fields of /proc/<pid>/stat the fault checks use."""
+
     pid: int
     comm: str
     state: str
@@ -79,8 +81,10 @@ def parse_meminfo(text: str) -> dict[str, int]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProcRate:
+    """A process's page faults over the sampling window."""
+
     pid: int
     comm: str
     minflt: int  # delta over the window
@@ -96,7 +100,7 @@ class ProcRate:
         return self.majflt / self.seconds if self.seconds > 0 else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FaultRates:
     """Fault deltas of one server's process tree over one sampling window."""
 
@@ -181,7 +185,7 @@ def sample_faults(host: Host, server_pid: int, pids: list[int], seconds: float) 
                       tuple(sorted(set(a) - set(b))))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceFaults:
     """Fault rates of each vLLM server found (the pinned one with --pid)."""
 
@@ -206,8 +210,10 @@ def gather_service_faults(host: Host, options: RunOptions, procs: ServiceProcess
     return ServiceFaults(tuple(out))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class HugePages:
+    """Transparent huge page settings and the hugepage lines of /proc/meminfo."""
+
     thp_mode: str | None
     thp_defrag: str | None
     meminfo: Mapping[str, int] = field(default_factory=dict)
@@ -252,7 +258,7 @@ def gather_hugepages(host: Host) -> HugePages:
     return HugePages(modes["enabled"], modes["defrag"], mem, tuple(errors))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PerfTlb:
     """``perf stat -e dTLB-load-misses`` on the server for a second, or why not."""
 

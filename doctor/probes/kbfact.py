@@ -10,8 +10,10 @@ from ..knowledge import KnowledgeBase, Match, compat, load
 from ..registry import provider
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Knowledge:
+    """The knowledge base and compatibility matrix, as a fact the checks ask for."""
+
     kb: KnowledgeBase
     compat: Mapping[str, Any] = field(default_factory=dict)  # knowledge/compat.toml
 

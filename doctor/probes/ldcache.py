@@ -31,8 +31,10 @@ EXPECTED_FLAGS = {(64, "EM_X86_64"): 0x0303, (64, "EM_AARCH64"): 0x0a03, (32, "E
                   (32, "EM_ARM"): 0x0903}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CacheEntry:
+    """One /etc/ld.so.cache entry: soname to file."""
+
     name: str  # the soname (key)
     path: str  # the file (value)
     flags: int
@@ -43,8 +45,10 @@ class CacheEntry:
         return ARCH_FLAGS.get(self.flags & 0xff00, f"flags 0x{self.flags:04x}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LdCache:
+    """The parsed /etc/ld.so.cache, indexed by soname."""
+
     format: str  # new | old | compat
     entries: tuple[CacheEntry, ...]
     generator: str | None = None  # "ldconfig (GNU libc) ..." from the extension section

@@ -17,15 +17,19 @@ from ..registry import provider
 LDSO_CONF = "/etc/ld.so.conf"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Directive:
+    """One line of an ld.so.conf file that says something."""
+
     kind: str  # dir | include | hwcap
     value: str
     line: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ConfFile:
+    """An ld.so.conf file reached: its owner and mode, or why it could not be read."""
+
     path: str
     mode: int | None  # permission bits; None when it could not be stat'ed
     uid: int | None
@@ -36,12 +40,16 @@ class ConfFile:
 
 @dataclass(frozen=True)
 class SearchDir:
+    """A directory ldconfig searches, and the file line that adds it."""
+
     path: str
     origin: str  # "file:line"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LdSoConf:
+    """ld.so.conf with its includes followed: the search path and every file read."""
+
     search_dirs: tuple[SearchDir, ...]
     files: tuple[ConfFile, ...]  # every conf file reached, in read order
     problems: tuple[str, ...] = ()  # include loops, unreadable files, bad encodings
@@ -141,7 +149,7 @@ CONF_D = "/etc/ld.so.conf.d"
 MAX_DIR_ENTRIES = 4000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class UnreachedConf:
     """A conf file that names Ascend directories but is not read by ldconfig."""
 
@@ -151,8 +159,10 @@ class UnreachedConf:
     uid: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DirState:
+    """A search directory as it is on disk: present, owner, mode, the libraries it holds."""
+
     path: str
     origin: str  # file:line, or "holds <conf>" for a conf directory
     exists: bool
@@ -162,7 +172,7 @@ class DirState:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LdConfState:
     """Unreached Ascend conf files, the configured dirs and the dirs holding conf files."""
 

@@ -36,15 +36,19 @@ def parse_npusmi_hbm(text: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MemPoint:
+    """One NPU memory sample: per-device use and how many requests were running."""
+
     t: float
     used_mb: dict[str, float]  # per device
     running: float | None  # vllm:num_requests_running at that moment (None: unknown)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NpuMemoryTrend:
+    """NPU memory over the watch window, for the leak check."""
+
     source: str  # "npu-smi info" or "<url>/metrics (exporter)"
     points: tuple[MemPoint, ...]
     watch_s: float

@@ -36,7 +36,7 @@ _DST = re.compile(r"\$(\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)\b)|\$\{?(
 MAX_OBJECTS = 4000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Resolution:
     """One DT_NEEDED entry of one object, as ld.so would settle it."""
 
@@ -59,7 +59,7 @@ class Resolution:
         return [t.rsplit(" (", 1)[0] for t in self.tried]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Closure:
     """A target and everything it would load, in breadth-first load order."""
 
@@ -77,6 +77,8 @@ class Closure:
 
 @dataclass
 class _Obj:
+    """A loaded object in the resolution walk: its file, ELF info, loader and names."""
+
     path: str  # as found
     real: str
     info: ElfInfo
@@ -84,7 +86,7 @@ class _Obj:
     names: set[str] = field(default_factory=set)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SearchContext:
     """What ld.so's search depends on besides the objects themselves."""
 
@@ -354,7 +356,7 @@ def _in_closure_of(obj: _Obj, target: _Obj) -> bool:
 
 
 # -- the fact ------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LibResolution:
     """Closures of the torch_npu / vllm_ascend ELF files (and --elf paths)."""
 

@@ -16,8 +16,10 @@ from .ldconf import LdConfState
 CONTAINER_MARKERS = ("/.dockerenv", "/run/.containerenv")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LibSearchContext:
+    """What the library search path depends on besides ld.so.conf."""
+
     own_ld_library_path: tuple[str, ...] = ()
     in_container: bool = False
     # directory -> (the unread conf file, how the report names it: "x.conf (as <dir>)")

@@ -13,7 +13,7 @@ from ..host import Host
 from ..registry import provider
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProcessTable:
     """Pids of the processes the host (or the bundle's recorded /proc) lists."""
 

@@ -20,8 +20,10 @@ from .logs import LinePrefilter, LogFile, LogScan, LogSources, StatsLine, scan_l
 CHUNK = 4096
 
 
-@dataclass
+@dataclass(eq=False)
 class _Acc:
+    """One KB entry's evidence as a file is scanned."""
+
     entry: object
     count: int = 0
     lines: list = field(default_factory=list)
@@ -77,7 +79,7 @@ def match_numbered(kb, candidates: Iterable[tuple[int, str]]) -> list[_Acc]:
     return sorted(acc.values(), key=lambda a: (-a.count, a.entry.id))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LogFileMatches:
     """One log file: why it could not be read, or its matches, line count and last stats."""
 
@@ -88,8 +90,10 @@ class LogFileMatches:
     last_stats: StatsLine | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LogMatches:
+    """KB matches per log file."""
+
     files: tuple[LogFileMatches, ...] = ()
 
 

@@ -7,6 +7,7 @@ past ``TAIL_BYTES`` only the tail is read (the recent part is what explains a fa
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from dataclasses import dataclass
@@ -26,16 +27,20 @@ TAIL_BYTES = 256 * 1024 * 1024
 MAX_LINE = 64 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LogFile:
+    """A log to read: where it is, who named it, its size or why it cannot be read."""
+
     path: str
     origin: str  # "--log" or "stdout of pid 4711"
     size: int | None = None
     error: str | None = None  # why it cannot be read
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LogSources:
+    """The logs to scan: --log files and the service's own output."""
+
     files: tuple[LogFile, ...]
     user: Host | None = None  # where --log files are read (the user's files, not the host's)
 
@@ -122,6 +127,8 @@ STATS_LINE = re.compile(
 
 @dataclass(frozen=True)
 class StatsLine:
+    """vLLM's periodic stats line: throughput, running and waiting requests, KV cache use."""
+
     line_no: int
     prompt_tps: float
     gen_tps: float
@@ -138,12 +145,24 @@ def parse_stats_line(line: str, line_no: int = 0) -> StatsLine | None:
                      int(m["waiting"]), float(m["kv"]))
 
 
+_REGEX_SPECIAL = frozenset(".^$*+?{}[]\\|()")  # outside these, sre parses every char as LITERAL
+
+
 def required_literal(pattern: str) -> str | None:
     """The longest literal run every match of ``pattern`` must contain (lower-cased), or None.
 
     Only top-level literals (and literals inside plain top-level groups) count: anything under
-    an alternation, an optional or a repeat may be absent from a match.
+    an alternation, an optional or a repeat may be absent from a match. A pattern without
+    one special character (half the KB's signatures) is all literal: the parse is skipped.
     """
+    if not _REGEX_SPECIAL.intersection(pattern):
+        best = fold(pattern)
+        return best if len(best) >= 3 else None
+    return _literal_by_parse(pattern)
+
+
+def _literal_by_parse(pattern: str) -> str | None:
+    """required_literal from the regex parser's tree (any pattern)."""
     try:
         from re import _parser as sre  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover
@@ -253,8 +272,24 @@ HS_AFTER = 512 << 10  # bytes read before the accelerated engine is worth loadin
 def _minimal(literals: list[str]) -> list[bytes]:
     """The ASCII literals as bytes, up to a newline, without those holding another (a
     literal holding another is found through it: only the minimal ones are searched)."""
-    found = {lit.encode().split(b"\n")[0] for lit in literals if lit.isascii()} - {b""}
-    return sorted(a for a in found if not any(b != a and b in a for b in found))
+    found = sorted({lit.encode().split(b"\n")[0] for lit in literals if lit.isascii()} - {b""})
+    # every literal in one newline-joined string: one C-speed count per literal finds those
+    # that occur inside another (pairwise ``in`` tests cost 4.6 ms for the KB's ~150)
+    joined = b"\n".join(found)
+    starts, at = [], 0
+    for lit in found:
+        starts.append(at)
+        at += len(lit) + 1
+    holders: set[int] = set()
+    for lit in found:
+        if joined.count(lit) > 1:
+            i = joined.find(lit)
+            while i >= 0:
+                k = bisect.bisect_right(starts, i) - 1
+                if found[k] != lit:
+                    holders.add(k)
+                i = joined.find(lit, i + 1)
+    return [a for k, a in enumerate(found) if k not in holders]
 
 
 def scan_engine(literals: list[str], prefer: str | None = None) -> "_PyEngine | _HsEngine":
@@ -275,7 +310,7 @@ def scan_engine(literals: list[str], prefer: str | None = None) -> "_PyEngine | 
     return _PyEngine(lits)
 
 
-@dataclass
+@dataclass(eq=False)
 class LogScan:
     """What one pass over a log gives the logs check besides the candidate lines."""
     lines: int = 0

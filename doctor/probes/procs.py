@@ -127,8 +127,10 @@ def is_worker(p: ProcInfo) -> bool:
     return any(m in text for m in _WORKER_MARKS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceProcess:
+    """A vLLM server process: its children, arguments, model, ports and devices."""
+
     proc: ProcInfo
     children: tuple[ProcInfo, ...] = ()
     args: Mapping[str, "str | bool"] = field(default_factory=dict)  # cmdline + --config file
@@ -195,7 +197,7 @@ class ServiceProcess:
         return a0 if "python" in posixpath.basename(a0) else exe or a0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceProcesses:
     """Every vLLM server on the host (``--pid`` pins one), with its worker children."""
 
@@ -207,7 +209,7 @@ class ServiceProcesses:
         return self.servers[0] if self.servers else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceEnv:
     """The environment library and import questions are asked in."""
 

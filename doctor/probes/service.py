@@ -27,14 +27,16 @@ SCRAPE_INTERVAL = 1.0
 METRICS_CAP = 8 * 1024 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Sample:
+    """One /metrics sample: name as exposed, labels, value."""
+
     name: str
     labels: Mapping[str, str]
     value: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MetricsSnapshot:
     """One /metrics scrape, flattened to samples (exposition names, e.g. ``..._total``)."""
 
@@ -80,14 +82,14 @@ class MetricsSnapshot:
 
 def parse_metrics(text: str, source: str = "/metrics") -> MetricsSnapshot:
     """Prometheus text exposition → samples; anything else is a ParseError naming why."""
-    from prometheus_client.parser import text_string_to_metric_families
+    from ..promtext import parse
 
     if text.lstrip().startswith(("<", "{", "[")):
         raise ParseError(source, T("not Prometheus text exposition (looks like HTML or JSON)"))
     samples: list[Sample] = []
     families: list[str] = []
     try:
-        for fam in text_string_to_metric_families(text):
+        for fam in parse(text):
             families.append(fam.name)
             for s in fam.samples:
                 samples.append(Sample(s.name, dict(s.labels), float(s.value)))
@@ -126,7 +128,7 @@ def bucket_delta(new: Mapping[float, float], old: Mapping[float, float]) -> dict
     return {k: v - old.get(k, 0.0) for k, v in new.items()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Endpoint:
     """What one GET returned, without the raw body (it may be large)."""
 
@@ -147,7 +149,7 @@ class Endpoint:
         return f"GET {self.path}: HTTP {self.status} in {self.duration_s * 1000:.0f} ms"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServiceHttp:
     """The service's HTTP answers and its metrics scrapes."""
 
@@ -267,7 +269,7 @@ def gather_service_http(host: Host, options: RunOptions,
 MAX_SERVERS = 8  # servers probed on one host (each costs up to five requests and a scrape gap)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServersHttp:
     """Every discovered server's HTTP answers, each on its own API port (the primary's is
     the ServiceHttp fact itself). With --service only that URL is asked: one entry."""
@@ -297,7 +299,7 @@ def series_names(snaps: Iterable[MetricsSnapshot], prefix: str) -> list[str]:
     return sorted({s.name for snap in snaps for s in snap.samples if s.name.startswith(prefix)})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DavinciNodes:
     """The NPU device nodes (/dev/davinci<N>) this host exposes, for TP arithmetic."""
 

@@ -21,7 +21,7 @@ CANN_DIRS = ("/usr/local/Ascend/ascend-toolkit", "/usr/local/Ascend/cann",
 DEVICE_GLOBS = ("/dev/davinci*",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AscendStack:
     """What of an Ascend stack exists (paths found; empty when absent)."""
 

@@ -20,8 +20,10 @@ from .procs import ServiceEnv, ServiceProcesses
 IMPORT_TIMEOUT_S = 60.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TorchNpuImport:
+    """How `import torch_npu` went in the serving interpreter."""
+
     interpreter: str
     interpreter_source: str
     env_source: str

@@ -1,6 +1,6 @@
 """The live panel's data: a tiny reader of vLLM's /metrics and of `npu-smi info`.
 
-It only extracts series by name (prometheus_client's parser does the format) and keeps a
+It only extracts series by name (doctor/promtext.py reads the format) and keeps a
 bounded history; it draws no conclusion (that is the service and npu checks' job). On a
 live host it polls through the Host; on a bundle (the demo) it replays every recorded
 answer once, so the panel shows the recorded history rather than a repeated last value.
@@ -48,13 +48,13 @@ class FeedError(ValueError):
 
 def parse_metrics(text: str) -> MetricsSample:
     """The few vLLM series the panel draws, summed over engines and models."""
-    from prometheus_client.parser import text_string_to_metric_families
+    from ..promtext import parse
 
     sums: dict[str, float] = {}
     kv: dict[str, float] = {}
     buckets: dict[float, float] = {}
     try:
-        for fam in text_string_to_metric_families(text):
+        for fam in parse(text):
             for s in fam.samples:
                 name, value = s.name, float(s.value)
                 if name in (RUNNING, WAITING):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ascend_doctor import boundedjson
 from ascend_doctor.demo import demo_bundle_data
@@ -41,3 +44,47 @@ def test_unterminated_strings_scan_in_linear_time(text):
     with pytest.raises(ValueError):
         boundedjson.loads(text)
     assert time.perf_counter() - t < 0.5
+
+
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.?[^"\\]*)*(?:"|\Z)|[\[\]{}]', re.S)
+
+
+def _per_token(text: str, max_depth: int, max_containers: int) -> str | None:
+    """The scan as a loop over tokens (how check_bounds once ran): the bound it names."""
+    depth = containers = 0
+    for m in _TOKEN.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth, containers = depth + 1, containers + 1
+            if depth > max_depth:
+                return "nested deeper"
+            if containers > max_containers:
+                return "arrays/objects"
+        elif c in "]}":
+            depth -= 1
+    return None
+
+
+PIECES = st.sampled_from(["[", "]", "{", "}", ",", " ", "1", '"a\\"b"', '"x\\\\"', '"{["',
+                          '"\\n"', '"]}"', ":"])
+
+
+@given(st.lists(PIECES, max_size=40), st.booleans(), st.integers(0, 6), st.integers(0, 8))
+def test_the_c_scan_names_the_bound_the_token_loop_named(pieces, unterminated, depth, many):
+    text = "".join(pieces) + ('"[\\' if unterminated else "")
+    try:
+        boundedjson.check_bounds(text, depth, many)
+        got = None
+    except ValueError as exc:
+        got = "nested deeper" if "nested deeper" in str(exc) else "arrays/objects"
+    assert got == _per_token(text, depth, many)
+
+
+def test_chunks_carry_depth_and_counts():
+    for text in ["[" * 70_000, "[]" * 40_000 + "[" * 201]:
+        with pytest.raises(ValueError, match="nested deeper"):
+            boundedjson.check_bounds(text)
+    with pytest.raises(ValueError, match="arrays/objects"):
+        boundedjson.check_bounds("[]" * 70_000, max_containers=66_000)
+    boundedjson.check_bounds("[]" * 70_000)
+    boundedjson.check_bounds("]" * 70_000 + "[" * 201)  # closers first: depth stays below 0

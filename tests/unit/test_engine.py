@@ -131,3 +131,23 @@ def test_builtin_registry_discovers_checks_and_providers():
     assert "ldconf.order" in reg.checks and "versions.pins" in reg.checks
     from ascend_doctor.probes.ldconf import LdSoConf
     assert LdSoConf in reg.providers
+
+
+def test_requirements_read_without_get_type_hints_equal_its_result():
+    """facts._simple_hints (names looked up, no string compiled) gives what get_type_hints
+    and _unwrap_optional give, for every built-in check and provider."""
+    import typing
+
+    from ascend_doctor import facts
+
+    reg = Registry.discover()
+    funcs = [s.func for s in reg.select((), ())] + [p.func for p in reg.providers.values()]
+    assert len(funcs) > 50
+    for func in funcs:
+        hints = typing.get_type_hints(func)
+        hints.pop("return", None)
+        want = {n: facts._unwrap_optional(tp) for n, tp in hints.items()}
+        assert facts._simple_hints(func) == want, func
+
+    def odd(x: "list[int]", y: "Host | None") -> None: ...
+    assert facts._simple_hints(odd) is None  # anything else: get_type_hints decides

@@ -183,3 +183,35 @@ def test_the_accelerator_loads_only_once_a_log_is_large(monkeypatch):
     large = unit * (logs_probe.HS_AFTER // len(unit) + 2)
     got = _new(large, None)
     assert len(picked) == 1 and got == _old(large), picked
+
+
+def _minimal_pairwise(literals: list[str]) -> list[bytes]:
+    """``_minimal`` as pairwise ``in`` tests (how it once ran)."""
+    found = {lit.encode().split(b"\n")[0] for lit in literals if lit.isascii()} - {b""}
+    return sorted(a for a in found if not any(b != a and b in a for b in found))
+
+
+@given(st.lists(st.text(st.sampled_from("ab\nc\u00e9"), max_size=6), max_size=10))
+def test_minimal_literals_equal_the_pairwise_definition(literals):
+    assert logs_probe._minimal(literals) == _minimal_pairwise(literals)
+
+
+def test_minimal_literals_of_the_knowledge_base():
+    kb = knowledge.load()
+    lits = LinePrefilter([p for e in kb.entries.values() for p in e.signatures]).literals
+    assert logs_probe._minimal(lits) == _minimal_pairwise(lits)
+
+
+@given(st.text(max_size=12) | st.text(st.sampled_from("ab.*()[]\\|?+{}^$ "), max_size=12))
+def test_required_literal_skips_the_parse_only_where_it_changes_nothing(pattern):
+    import warnings
+
+    with warnings.catch_warnings():  # "[[" and friends: the parser's FutureWarning
+        warnings.simplefilter("ignore", FutureWarning)
+        assert logs_probe.required_literal(pattern) == logs_probe._literal_by_parse(pattern)
+
+
+def test_required_literal_of_every_signature_equals_the_parsed_one():
+    kb = knowledge.load()
+    for p in (p for e in kb.entries.values() for p in e.signatures):
+        assert logs_probe.required_literal(p) == logs_probe._literal_by_parse(p), p
