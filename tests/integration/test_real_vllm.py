@@ -302,13 +302,28 @@ def test_bad_block_size_dies_with_the_real_root_cause(vllm_env, tmp_path):
 # Loaded by the injection server's Python (sitecustomize on its PYTHONPATH): once, after a few
 # allocations, the real BlockPool hands out a block another running request still holds.
 # Prefix caching is off for that server, so no block hash is set twice and the engine runs on.
+# The manager's allocate_new_blocks says which request asks, so the victim is never one of
+# its own blocks (that would be a "twice-in-request" case, one request: seen once in CI).
 INJECT = """
 import os, sys
 if os.environ.get("REALVLLM_INJECT_AFTER"):
     from ascend_doctor.vllm_plugin import PatchOnImport
 
     after = int(os.environ["REALVLLM_INJECT_AFTER"])
-    state = {"calls": 0, "done": False}
+    state = {"calls": 0, "done": False, "own": frozenset()}
+
+    def patch_manager(mod):
+        orig = mod.SingleTypeKVCacheManager.allocate_new_blocks
+
+        def allocate_new_blocks(self, request_id, *a, **k):
+            state["own"] = frozenset(b.block_id for b in self.req_to_blocks.get(request_id, ()))
+            try:
+                return orig(self, request_id, *a, **k)
+            finally:
+                state["own"] = frozenset()
+
+        mod.SingleTypeKVCacheManager.allocate_new_blocks = allocate_new_blocks
+        print("REALVLLM-INJECT knows the allocating request", file=sys.stderr, flush=True)
 
     def patch(mod):
         orig = mod.BlockPool.get_new_blocks
@@ -318,7 +333,7 @@ if os.environ.get("REALVLLM_INJECT_AFTER"):
             state["calls"] += 1
             if not state["done"] and state["calls"] > after and ret:
                 held = [b for b in self.blocks if b.ref_cnt > 0 and not b.is_null
-                        and b not in ret]
+                        and b not in ret and b.block_id not in state["own"]]
                 if held:
                     victim, given = held[0], ret[0]
                     self.free_blocks([given])
@@ -331,7 +346,9 @@ if os.environ.get("REALVLLM_INJECT_AFTER"):
 
         mod.BlockPool.get_new_blocks = get_new_blocks
 
-    sys.meta_path.insert(0, PatchOnImport({"vllm.v1.core.block_pool": patch}))
+    sys.meta_path.insert(0, PatchOnImport({"vllm.v1.core.block_pool": patch,
+                                           "vllm.v1.core.single_type_kv_cache_manager":
+                                               patch_manager}))
 """
 
 
@@ -358,6 +375,7 @@ def test_block_audit_names_a_duplicate_injected_into_the_real_block_pool(cli, vl
         log = srv.log.read_text(errors="replace")
         injected = [ln for ln in log.splitlines() if "REALVLLM-INJECT handed held block" in ln]
         assert injected, f"{statuses}\n{srv.tail()}"
+        assert "REALVLLM-INJECT knows the allocating request" in log, srv.tail()
         block = int(injected[0].rsplit("block ", 1)[1].split()[0])
         doc = _doc(cli, srv, "--only", "block_tables")
         fs = _findings(doc, "block_tables.invariants")
