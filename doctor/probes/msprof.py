@@ -120,12 +120,18 @@ class ProfileAcc:
         return x
 
 
-def _open_csv(lines: Iterable[str], columns, required: tuple[str, ...], kind: str):
-    """(row reader, header, column index) of one export; an empty file is a format error."""
-    reader = csv.reader(lines)
+def _header(reader: Iterator[list[str]]) -> list[str]:
+    """The first row; an empty file is a format error."""
     header = next(reader, None)
     if header is None:
         raise CsvFormatError(T("empty file (no header)"))
+    return header
+
+
+def _open_csv(lines: Iterable[str], columns, required: tuple[str, ...], kind: str):
+    """(row reader, header, column index) of one export; an empty file is a format error."""
+    reader = csv.reader(lines)
+    header = _header(reader)
     return reader, header, _index(header, columns, required, kind)
 
 
@@ -167,10 +173,7 @@ def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summa
     A row cut short (truncated file) is counted as a problem, not fatal.
     """
     reader = csv.reader(lines)
-    header = next(reader, None)
-    if header is None:
-        raise CsvFormatError(T("empty file (no header)"))
-    lay = _op_layout(header)
+    lay = _op_layout(_header(reader))
     i_dur, i_name, i_step, need, width = lay.i_dur, lay.i_name, lay.i_step, lay.need, lay.width
     key_of = itemgetter(*lay.cols)
     sums: dict[tuple[str, ...], list] = {}
@@ -265,7 +268,7 @@ def parse_op_bytes(raw: BinaryIO, acc: ProfileAcc, source: str = "op_summary") -
     have, final = 0, False
 
     def fill() -> None:
-        nonlocal buf, have, final
+        nonlocal have, final
         if have == len(buf):  # one record fills the buffer: grow it, up to OP_CARRY
             if len(buf) >= OP_CARRY:
                 raise NativeFallback(source)
@@ -602,14 +605,15 @@ def gather_profile(host: Host, options: RunOptions) -> Profile:
             continue
         parser = dict(KINDS)[kind]
         try:
+            read = False
             if parser is parse_op_rows:  # the C scanner when built; refused input: Python
                 try:
                     with host.open_stream(f) as raw:
                         parse_op_bytes(raw, acc, f)
+                    read = True
                 except NativeFallback:
-                    with host.open_stream(f) as raw:
-                        parser(text_lines(raw), acc, f)
-            else:
+                    pass
+            if not read:
                 with host.open_stream(f) as raw:
                     parser(text_lines(raw), acc, f)
         except CsvFormatError as exc:

@@ -129,20 +129,26 @@ def _p99_bucket_bounds(buckets: dict[float, float]) -> tuple[float, float]:
     return lower, math.inf
 
 
+def _rounds(srv, statuses: list[int], seen: threading.Event, rounds: int, n: int
+            ) -> threading.Thread:
+    """A thread (not started) that loads ``srv`` in bounded rounds of ``n`` requests, 8 at a
+    time, until ``seen`` is set; every status goes to ``statuses``."""
+    def run() -> None:
+        for _ in range(rounds):
+            statuses.extend(_load(srv, n=n, threads=8, max_tokens=128))
+            if seen.is_set():
+                return
+    return threading.Thread(target=run)
+
+
 def test_load_p99_from_the_real_histograms_kv_usage_and_preemptions(cli, two):
     a, _ = two
     statuses: list[int] = []
     seen = threading.Event()  # the check saw the server busy: no further rounds
 
-    def rounds() -> None:
-        # rounds of 32 requests, 8 at a time, until the check has seen the load (at most 4:
-        # on a loaded machine one round can finish between two of the check's scrapes)
-        for _ in range(4):
-            statuses.extend(_load(a, n=32, threads=8, max_tokens=128))
-            if seen.is_set():
-                return
-
-    t = threading.Thread(target=rounds)
+    # rounds of 32 requests until the check has seen the load (at most 4: on a loaded
+    # machine one round can finish between two of the check's scrapes)
+    t = _rounds(a, statuses, seen, rounds=4, n=32)
     t.start()
     try:
         busy = []
@@ -207,15 +213,9 @@ def test_tui_live_panel_shows_the_real_servers_load(two):
             seen.set()
         return p
 
-    def rounds() -> None:
-        # bounded: at most 3 rounds of 16, stopped once a poll has seen the server busy (on
-        # a loaded 2-core box one round can end while the polls wait for a busy API process)
-        for _ in range(3):
-            statuses.extend(_load(a, n=16, threads=8, max_tokens=128))
-            if seen.is_set():
-                return
-
-    load = threading.Thread(target=rounds)
+    # at most 3 rounds of 16, stopped once a poll has seen the server busy (on a loaded
+    # 2-core box one round can end while the polls wait for a busy API process)
+    load = _rounds(a, statuses, seen, rounds=3, n=16)
     t0 = time.monotonic()
 
     async def run(root: Path) -> tuple[list[float], list[float]]:
