@@ -25,7 +25,7 @@ groups are checked for sharing: sliding-window and mamba groups drop blocks sile
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Iterable, Iterator
 
 from ascend_doctor.i18n import N_, T, join

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 import time
-from dataclasses import dataclass
+from .record import dataclass
 from typing import Callable, Iterable
 
 from . import __version__

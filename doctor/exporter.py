@@ -8,7 +8,7 @@ messages or paths.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .record import dataclass
 from typing import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest

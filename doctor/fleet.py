@@ -11,7 +11,7 @@ is dropped before the next is read, so a fleet of 1 000 bundles runs in bounded 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from .record import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 from .cancel import Cancelled

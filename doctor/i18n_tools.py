@@ -20,7 +20,7 @@ import ast
 import string
 import struct
 import sys
-from dataclasses import dataclass, field
+from .record import dataclass, field
 from pathlib import Path
 
 from .catalog import DOMAIN

@@ -7,7 +7,7 @@ Status says what a check concluded; severity says how much it matters. They are 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from .record import dataclass, field
 from typing import Any, Mapping
 
 

@@ -16,7 +16,7 @@ Ordering is doctor/ranking.py's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from .record import dataclass, field
 from typing import Any, Iterable
 
 from . import ranking

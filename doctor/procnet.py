@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from dataclasses import dataclass
+from .record import dataclass
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,7 +11,7 @@ import importlib
 import re
 import pkgutil
 import typing
-from dataclasses import dataclass, field
+from .record import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .errors import UsageError

@@ -22,7 +22,7 @@ import posixpath
 import re
 import stat as _stat
 import sys
-from dataclasses import dataclass
+from .record import dataclass
 from typing import Iterator, Mapping
 
 from .errors import SourceMissing

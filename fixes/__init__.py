@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Any, Callable
 
 from ascend_doctor.i18n import T, tr

@@ -11,7 +11,7 @@ import os
 import posixpath
 import stat
 import subprocess
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Any, Callable
 
 from ascend_doctor import confine

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Any
 
 from ascend_doctor.errors import SourceError, SourceMissing

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Any
 
 from ascend_doctor.i18n import T, tr, tt

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Any, Iterable, Mapping
 
 

@@ -12,7 +12,7 @@ parts.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ..record import dataclass
 from typing import Any, Iterable, Iterator
 
 from ascend_doctor.casefold import fold

@@ -7,7 +7,7 @@ from __future__ import annotations
 import posixpath
 import stat as _stat
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import BinaryIO, Mapping
 
 from ..errors import SourceError, SourceMissing

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 
 from ..errors import SourceMissing
 from ..i18n import N_, T

@@ -13,7 +13,7 @@ Where the log is: ``--block-audit FILE``; else the file named by
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, Union
 
 from ..errors import SourceError, SourceMissing

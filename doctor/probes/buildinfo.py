@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from ..record import dataclass
 
 from ..errors import ParseError, SourceMissing
 from ..i18n import T

@@ -7,7 +7,7 @@ does) is I/O, so it lives here as a fact; ldconf.cache only compares.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from ..record import dataclass
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host

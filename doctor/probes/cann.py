@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T

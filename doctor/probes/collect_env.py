@@ -6,7 +6,7 @@ Markdown issue body carries at least what maintainers ask for in their issue tem
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 
 from ..errors import SourceError, SourceMissing
 from ..host import Host

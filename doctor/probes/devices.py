@@ -9,7 +9,7 @@ the kernel does for an open(O_RDWR): owner, group (primary or supplementary), ot
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ..record import dataclass
 
 from ..errors import SourceError, SourceMissing
 from ..host import Host, StatInfo

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from urllib.parse import urlsplit
 
 from ..errors import ParseError, SourceError, SourceMissing, describe

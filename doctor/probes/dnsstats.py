@@ -11,7 +11,7 @@ state is bounded (names, clients, pending queries, latency samples).
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import BinaryIO, Iterable
 
 from ..i18n import T

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import struct
-from dataclasses import dataclass
+from ..record import dataclass
 from typing import BinaryIO
 
 from ..errors import ParseError

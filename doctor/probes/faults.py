@@ -9,7 +9,7 @@ timed with ``host.monotonic("tlb:<pid>")`` so a bundle replays the same window.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Mapping
 
 from ..i18n import N_, T, join

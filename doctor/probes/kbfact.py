@@ -3,7 +3,7 @@ stays a pure rule over facts (a test hands it a ``Knowledge`` built from any ent
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ..knowledge import KnowledgeBase, Match, compat, load

@@ -10,7 +10,7 @@ old entry table. ``parse_ldcache`` is pure; a truncated or corrupt file raises P
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 
 from ..errors import ParseError
 from ..host import Host

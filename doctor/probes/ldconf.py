@@ -7,7 +7,7 @@ includes through the Host, recording for each directory the file and line that s
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from ..record import dataclass
 
 from ..errors import SourceError, SourceMissing, describe
 from ..i18n import T

@@ -7,7 +7,7 @@ With ``--watch SECONDS`` the sampler reads device HBM use a bounded number of ti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..record import dataclass
 
 from ..i18n import T
 from ..errors import ParseError, SourceMissing

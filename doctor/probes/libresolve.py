@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host

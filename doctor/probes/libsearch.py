@@ -6,7 +6,7 @@ directories named only in conf files ldconfig does not read, under both their na
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Mapping
 
 from ..host import Host

@@ -6,7 +6,7 @@ pure rule over facts (testable with a ProcessTable built by hand).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..record import dataclass
 
 from ..errors import SourceError, SourceMissing, describe
 from ..host import Host

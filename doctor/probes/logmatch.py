@@ -8,7 +8,7 @@ matcher ``ascend-doctor triage`` uses) and through the stats-line parser, which 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Iterable, Iterator
 
 from ..errors import SourceError, SourceMissing

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from dataclasses import dataclass
+from ..record import dataclass
 from typing import BinaryIO, Iterator
 
 from ..casefold import fold

@@ -17,7 +17,7 @@ import io
 import os
 import posixpath
 import re
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from operator import itemgetter
 from typing import BinaryIO, Iterable, Iterator
 

@@ -10,7 +10,7 @@ as data, so the checks can say what npu-smi printed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 
 from ..errors import ParseError, SourceMissing
 from ..i18n import T

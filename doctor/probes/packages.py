@@ -11,7 +11,7 @@ import io
 import json
 import posixpath
 import re
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T

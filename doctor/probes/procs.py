@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Mapping
 from urllib.parse import urlsplit
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Iterable, Mapping
 
 from .. import boundedjson

@@ -4,7 +4,7 @@ absence (and the report says so in its first line) instead of failing one by one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..record import dataclass
 
 from ..errors import SourceMissing
 from ..i18n import N_, T

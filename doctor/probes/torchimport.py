@@ -7,7 +7,7 @@ that hangs on a busy device must not hang the doctor), never in our own process.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..record import dataclass
 
 from ..errors import SourceError, SourceMissing
 from ..i18n import T

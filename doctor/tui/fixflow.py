@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import shlex
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Any, Callable
 
 

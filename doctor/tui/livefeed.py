@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Any
 
 HISTORY = 60

@@ -5,7 +5,7 @@ it only sorts and counts what the engine produced."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from ..record import dataclass, field
 from typing import Any, Iterable
 
 from ..model import Category, CheckResult, Finding, HostInfo, Report, Severity, Status

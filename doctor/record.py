@@ -1,0 +1,213 @@
+"""``dataclass`` with one compile per class: a faster start for the same classes.
+
+Why: ``dataclasses.dataclass`` compiles each generated method (``__init__``, ``__repr__``,
+``__eq__``, ``__hash__``, a frozen class's ``__setattr__`` and ``__delattr__``) with its own
+``exec``; for the ~110 record classes a full run imports, that was 460 compiles and about
+a fifth of ``demo --json`` (issue 16). Here ``dataclasses`` still reads the class (fields,
+defaults, ``__dataclass_fields__``, so ``fields()``, ``replace()``, ``asdict()`` and
+``is_dataclass()`` work as before) but is asked for no method. Only ``__init__`` is
+compiled (its signature is the fields'); the other methods are small closures over the
+field names, with the same behaviour.
+
+tests/unit/test_record.py compares every method with dataclasses' own on twin classes.
+Options outside what the project uses (``order``, ``slots``, ``kw_only``, ``unsafe_hash``...)
+and classes with dataclass bases go to ``dataclasses.dataclass`` unchanged; an ``InitVar``
+or ``kw_only`` field is refused with a TypeError saying so.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+from _thread import get_ident
+from operator import attrgetter
+from typing import Any, Callable
+
+__all__ = ["dataclass", "field"]
+
+field = dataclasses.field
+_MISSING = dataclasses.MISSING
+# names the generated __init__ uses next to the fields' own
+_INTERNAL = frozenset({"self", "_obj", "_FACTORY"})
+
+
+class _Factory:
+    """The default shown for a field with a default_factory (dataclasses' own is private)."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY = _Factory()
+
+
+def _guard(fn: Callable[[Any], str]) -> Callable[[Any], str]:
+    """``...`` instead of endless recursion for a record that contains itself (as dataclasses)."""
+    running: set[tuple[int, int]] = set()
+
+    def __repr__(self: Any) -> str:
+        key = (id(self), get_ident())
+        if key in running:
+            return "..."
+        running.add(key)
+        try:
+            return fn(self)
+        finally:
+            running.discard(key)
+
+    return __repr__
+
+
+def dataclass(cls: type | None = None, /, *, frozen: bool = False, eq: bool = True,
+              init: bool = True, repr: bool = True, **other: Any) -> Any:
+    """``dataclasses.dataclass(cls, frozen=..., eq=...)``, built faster (see the module doc)."""
+    def wrap(c: type) -> type:
+        if other or not init or not repr:
+            return dataclasses.dataclass(c, frozen=frozen, eq=eq, init=init, repr=repr, **other)
+        return _build(c, frozen, eq)
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _build(cls: type, frozen: bool, eq: bool) -> type:
+    if any(hasattr(b, "__dataclass_fields__") for b in cls.__mro__[1:]):
+        return dataclasses.dataclass(cls, frozen=frozen, eq=eq)  # inherited fields
+    own = dict(cls.__dict__)
+    doc = own.get("__doc__")
+    # the fields, defaults and class attributes as dataclasses sets them, but no methods
+    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+    flds = [f for f in cls.__dataclass_fields__.values()  # type: ignore[attr-defined]
+            if f._field_type is not dataclasses._FIELD_CLASSVAR]  # type: ignore[attr-defined]
+    for f in flds:
+        if (f._field_type is not dataclasses._FIELD or f.kw_only is True  # type: ignore[attr-defined]
+                or f.name in _INTERNAL or f.name.startswith("_dflt_")):
+            raise TypeError(f"{cls.__qualname__}.{f.name}: use dataclasses.dataclass for an "
+                            "InitVar, a kw_only field or this name")
+    params = cls.__dataclass_params__  # type: ignore[attr-defined]
+    params.init = params.repr = True
+    params.eq, params.frozen = eq, frozen
+
+    def put(method: str, fn: Callable) -> None:
+        if method not in own:  # a method the class body defines stays
+            fn.__name__, fn.__qualname__ = method, f"{cls.__qualname__}.{method}"
+            setattr(cls, method, fn)
+
+    if "__init__" not in own:
+        put("__init__", _init(cls, flds, frozen))
+    put("__repr__", _repr([f.name for f in flds if f.repr]))
+    if eq:
+        put("__eq__", _eq(_values([f.name for f in flds if f.compare])))
+    if frozen:
+        put("__setattr__", _frozen_setattr(cls, tuple(f.name for f in flds)))
+        put("__delattr__", _frozen_delattr(cls, tuple(f.name for f in flds)))
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+    if eq and not explicit_hash:
+        if frozen:
+            values = _values([f.name for f in flds if (f.compare if f.hash is None else f.hash)])
+            fn = lambda self: hash(values(self))  # noqa: E731
+            fn.__name__, fn.__qualname__ = "__hash__", f"{cls.__qualname__}.__hash__"
+            cls.__hash__ = fn  # type: ignore[assignment]
+        else:
+            cls.__hash__ = None  # type: ignore[assignment]
+    if doc is None:  # dataclasses' class doc: the name and inspect's form of the signature
+        cls.__doc__ = cls.__name__ + "(" + ", ".join(
+            _param(f) for f in flds if f.init) + ")"
+    return cls
+
+
+def _param(f: dataclasses.Field) -> str:
+    """One parameter as ``str(inspect.signature(cls))`` writes it (inspect costs an import)."""
+    t = f.type
+    if isinstance(t, type):
+        ann = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+    else:
+        ann = builtins.repr(t)
+        if getattr(t, "__module__", None) == "typing":
+            ann = ann.replace("typing.", "")
+    if f.default_factory is not _MISSING:
+        return f"{f.name}: {ann} = <factory>"
+    if f.default is not _MISSING:
+        return f"{f.name}: {ann} = {builtins.repr(f.default)}"
+    return f"{f.name}: {ann}"
+
+
+def _init(cls: type, flds: list[dataclasses.Field], frozen: bool) -> Callable:
+    """``__init__``, the one method compiled: its signature is the fields'."""
+    names: dict[str, Any] = {"_obj": object, "_FACTORY": _FACTORY}
+    args, body, defaulted = ["self"], [], False
+    for f in flds:
+        d = f"_dflt_{f.name}"
+        if f.default_factory is not _MISSING:
+            names[d] = f.default_factory
+            if f.init:
+                args.append(f"{f.name}=_FACTORY")
+                defaulted = True
+                value = f"{d}() if {f.name} is _FACTORY else {f.name}"
+            else:
+                value = f"{d}()"
+        elif f.init:
+            if f.default is not _MISSING:
+                names[d] = f.default
+                args.append(f"{f.name}={d}")
+                defaulted = True
+            elif defaulted:
+                raise TypeError(f"non-default argument {f.name!r} follows default argument")
+            else:
+                args.append(f.name)
+            value = f.name
+        else:
+            continue  # init=False with a plain default: the class attribute serves
+        body.append(f" _obj.__setattr__(self, {f.name!r}, {value})" if frozen
+                    else f" self.{f.name} = {value}")
+    if hasattr(cls, "__post_init__"):
+        body.append(" self.__post_init__()")
+    ns: dict[str, Any] = {}
+    exec(f"def __init__({', '.join(args)}):\n" + ("\n".join(body) or " pass"), names, ns)
+    fn = ns["__init__"]
+    fn.__annotations__ = {f.name: f.type for f in flds if f.init} | {"return": None}
+    return fn
+
+
+def _values(names: list[str]) -> Callable[[Any], tuple]:
+    """The tuple of these attributes of an object (what dataclasses compare and hash)."""
+    if len(names) >= 2:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(names[0])
+        return lambda obj: (one(obj),)
+    return lambda obj: ()
+
+
+def _repr(names: list[str]) -> Callable[[Any], str]:
+    def __repr__(self: Any) -> str:
+        return self.__class__.__qualname__ + "(" + ", ".join(
+            [f"{n}={getattr(self, n)!r}" for n in names]) + ")"
+
+    return _guard(__repr__)
+
+
+def _eq(values: Callable[[Any], tuple]) -> Callable[[Any, Any], Any]:
+    def __eq__(self: Any, other: Any) -> Any:
+        if other.__class__ is self.__class__:
+            return values(self) == values(other)
+        return NotImplemented
+
+    return __eq__
+
+
+def _frozen_setattr(cls: type, fieldnames: tuple[str, ...]) -> Callable:
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in fieldnames:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    return __setattr__
+
+
+def _frozen_delattr(cls: type, fieldnames: tuple[str, ...]) -> Callable:
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in fieldnames:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    return __delattr__
