@@ -7,14 +7,20 @@ that cannot be read is a ``SourceError`` (an ``error`` finding), never a skip.
 
 from __future__ import annotations
 
+import sys
+
 from .errors import SourceError, SourceMissing
-from .host import Host, LiveHost
+from .host import Host
 
 
 def user_files(host: Host) -> Host:
     """The Host through which user-named inputs are read: the invoking machine's root for
     a live host or a sysroot; a recording host records them into the same bundle; a bundle
     replays what was recorded."""
+    live = sys.modules.get("ascend_doctor.host.live")
+    if live is None:  # no LiveHost was ever made (a bundle replay): nothing to re-root
+        return host
+    LiveHost = live.LiveHost
     if isinstance(host, LiveHost):
         return LiveHost("/", env=host.environ()) if host.is_sysroot else host
     inner = getattr(host, "inner", None)

@@ -4,8 +4,6 @@ tar.gz form, and the small encodings both the recording and the replaying side s
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import io
 import json
 import tarfile
@@ -34,6 +32,8 @@ class BundleData:
         self._lock = threading.Lock()
 
     def blob(self, data: bytes) -> str:
+        import hashlib  # only when recording: OpenSSL's module costs ~3 ms of a replay
+
         digest = hashlib.sha256(data).hexdigest()
         with self._lock:
             self.blobs.setdefault(digest, data)
@@ -66,6 +66,8 @@ class BundleData:
                                          separators=(",", ":")).encode())
             for digest in sorted(self.blobs):
                 add(f"blobs/{digest}", self.blobs[digest])
+        import gzip
+
         out = io.BytesIO()
         with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, compresslevel=6) as gz:
             gz.write(raw.getvalue())

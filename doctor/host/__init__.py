@@ -16,9 +16,19 @@ from __future__ import annotations
 from .api import (DEFAULT_HTTP_CAP, DEFAULT_OUTPUT_CAP, DEFAULT_READ_LIMIT, CommandResult,
                   Connection, Host, HostInfo, HttpResponse, ProcInfo, StatInfo, norm,
                   proc_info_from_files)
-from .live import LiveHost
-from .run import http_get, run_capped
-from .sysroot import SysrootPaths
+
+# a replayed bundle needs none of these: loaded on first use (PEP 562)
+_LAZY = {"LiveHost": ".live", "http_get": ".run", "run_capped": ".run", "SysrootPaths": ".sysroot"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["DEFAULT_HTTP_CAP", "DEFAULT_OUTPUT_CAP", "DEFAULT_READ_LIMIT", "CommandResult",
            "Connection", "Host", "HostInfo", "HttpResponse", "LiveHost", "ProcInfo",
