@@ -256,11 +256,44 @@ class KnowledgeBase:
     def _flat(self) -> tuple[list[tuple[Entry, "re.Pattern[str]"]], Any]:
         """Every (entry, compiled signature) in entry order, and the gate over them."""
         if not hasattr(self, "_flat_cache"):
-            from .gate import Gate
+            from .gate import Anchor, Gate
             flat = _LazyFlat([(e, k) for e in self.entries.values()
                               for k in range(len(e.signatures))])
-            self._flat_cache = (flat, Gate([e.signatures[k] for e, k in flat.refs]))
+            anchors = [Anchor(kind, text) for kind, text in self.signature_keys()["anchors"]]
+            self._flat_cache = (flat, Gate([e.signatures[k] for e, k in flat.refs], anchors))
         return self._flat_cache
+
+    def signatures(self) -> list[str]:
+        """Every signature, in entry order (the order of ``_flat`` and ``signature_keys``)."""
+        return [p for e in self.entries.values() for p in e.signatures]
+
+    def signature_keys(self) -> dict[str, list]:
+        """Per signature (``signatures()`` order) its gate anchor ``[kind, text]`` and the
+        literal the log prefilter needs (``required_literal``, or None).
+
+        Both come from parsing every pattern (~6 ms per run), so they are kept in the
+        user cache next to the parsed KB, keyed by the patterns and the code deriving them.
+        """
+        if not hasattr(self, "_keys_cache"):
+            from ascend_doctor.probes import logs as _logs
+
+            from . import cache, gate
+
+            pats = self.signatures()
+
+            def derive(_raw: bytes) -> dict[str, list]:
+                return {"anchors": [[a.kind, a.text] for a in map(gate.anchor, pats)],
+                        "literals": [_logs.required_literal(p) for p in pats]}
+
+            raw = "\0".join(pats).encode("utf-8", "surrogatepass")
+            keys = cache.load_doc("signature-keys", raw, derive,
+                                  (gate.__file__, _logs.__file__, cache.__file__),
+                                  kind="derived")
+            if not (isinstance(keys, dict) and len(keys.get("anchors", ())) == len(pats)
+                    and len(keys.get("literals", ())) == len(pats)):
+                keys = derive(raw)  # a cache of another shape
+            self._keys_cache = keys
+        return self._keys_cache
 
     def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5,
                     numbered: Iterable[tuple[int, str]] | None = None) -> list[Match]:

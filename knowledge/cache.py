@@ -116,14 +116,16 @@ def load_entries(files: Sequence[tuple[str, bytes]], parse: Callable[[str, bytes
     return entries
 
 
-def load_doc(name: str, raw: bytes, loads: Callable[[bytes], dict], code: Sequence[str]) -> dict:
-    """A parsed TOML document (``compat.toml``), from the cache when its bytes and the parser
-    are the same; cached only when JSON gives back exactly the same document."""
+def load_doc(name: str, raw: bytes, loads: Callable[[bytes], dict], code: Sequence[str],
+             kind: str = "toml") -> dict:
+    """A document made from ``raw`` by ``loads`` (the parsed ``compat.toml``; ``kind``
+    "derived": what the KB computes from its signatures), from the cache when the bytes and
+    the code are the same; cached only when JSON gives back exactly the same document."""
     if not enabled():
         return loads(raw)
     key = key_for([(name, raw)], code)
     stem = re.sub(r"[^a-z0-9_]", "_", name.removesuffix(".toml").lower())
-    file = f"toml-{stem}-{key}.json"
+    file = f"{kind}-{stem}-{key}.json"
     hit = read_private(file)
     if hit is not None:
         try:
@@ -139,7 +141,7 @@ def load_doc(name: str, raw: bytes, loads: Callable[[bytes], dict], code: Sequen
                           allow_nan=False)
         if json.loads(text)["doc"] == parsed:
             write_private(file, text.encode("utf-8"),
-                          re.compile(rf"toml-{re.escape(stem)}-[0-9a-f]{{32}}\.json"))
+                          re.compile(rf"{kind}-{re.escape(stem)}-[0-9a-f]{{32}}\.json"))
     except (TypeError, ValueError, RecursionError):
         pass  # a value JSON cannot carry (a TOML date): parsed each run
     return parsed

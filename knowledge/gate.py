@@ -141,12 +141,13 @@ def anchor(pattern: str) -> Anchor:
 class Gate:
     """Which signatures (by index) may match a line."""
 
-    def __init__(self, patterns: list[str]) -> None:
+    def __init__(self, patterns: list[str], anchors: "list[Anchor] | None" = None) -> None:
+        """``anchors``: ``anchor(p)`` of each pattern when already known (the KB caches them)."""
         self.by_word: dict[str, list[int]] = {}
         self.by_sub: list[tuple[str, int]] = []
         self.always: list[int] = []
         for i, p in enumerate(patterns):
-            a = anchor(p)
+            a = anchors[i] if anchors is not None else anchor(p)
             if a.kind == "word":
                 self.by_word.setdefault(a.text, []).append(i)
             elif a.kind == "substring":
@@ -190,14 +191,13 @@ def match_chunks(kb: Any, chunks: Iterable[str], prefer: str | None = None) -> l
     """``kb.match_lines`` over the lines of ``chunks``, given only the lines it could use."""
     from . import _RECORD_START
 
-    from ascend_doctor.probes.logs import required_literal
-
     _, gate = kb._flat()
+    keys = kb.signature_keys()
     # per signature its longest required literal (fewer false hits than a short anchor word
     # such as "to"), else its gate anchor; a signature with neither keeps every line
     lits: list[str] | None = []
-    for p in (p for e in kb.entries.values() for p in e.signatures):
-        a = required_literal(p) or (anchor(p).text if anchor(p).kind != "none" else None)
+    for lit, (kind, text) in zip(keys["literals"], keys["anchors"]):
+        a = lit or (text if kind != "none" else None)
         if a is None:
             lits = None
             break

@@ -33,7 +33,7 @@ class _Acc:
 def match_stream(kb, lines: Iterable[str], on_line=None) -> list[_Acc]:
     """``kb.match_lines`` over a stream, a chunk of candidate lines at a time (the literal
     prefilter skips lines no signature can match), with the file's own line numbers."""
-    pre = LinePrefilter([p for e in kb.entries.values() for p in e.signatures])
+    pre = prefilter(kb)
 
     def numbered() -> Iterator[tuple[int, str]]:
         for n, line in enumerate(lines, 1):
@@ -47,8 +47,14 @@ def match_stream(kb, lines: Iterable[str], on_line=None) -> list[_Acc]:
 def match_file(kb, fh, size: int | None, result: LogScan, engine=None) -> list[_Acc]:
     """What ``match_stream(kb, iter_lines(fh, size))`` gives, from one scan of each block
     (doctor/probes/logs.py ``scan_lines``); ``result`` gets the line count and last stats."""
-    pre = LinePrefilter([p for e in kb.entries.values() for p in e.signatures])
-    return match_numbered(kb, scan_lines(fh, size, pre, result, engine))
+    return match_numbered(kb, scan_lines(fh, size, prefilter(kb), result, engine))
+
+
+def prefilter(kb) -> LinePrefilter:
+    """The literal prefilter over every KB signature, from the literals the KB keeps."""
+    keys = getattr(kb, "signature_keys", None)
+    pats = [p for e in kb.entries.values() for p in e.signatures]
+    return LinePrefilter(pats, keys()["literals"] if keys else None)
 
 
 def match_numbered(kb, candidates: Iterable[tuple[int, str]]) -> list[_Acc]:

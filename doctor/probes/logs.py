@@ -201,8 +201,10 @@ class LinePrefilter:
     """Cheap test before the regexes: a line can only match an entry if it holds one of the
     entry's required literals. Entries without one are always tried."""
 
-    def __init__(self, patterns: "list[str]") -> None:
-        lits = [required_literal(p) for p in patterns]
+    def __init__(self, patterns: "list[str]", literals: "list[str | None] | None" = None) -> None:
+        """``literals``: ``required_literal(p)`` of each pattern when already known (the KB
+        caches them, see ``KnowledgeBase.signature_keys``)."""
+        lits = literals if literals is not None else [required_literal(p) for p in patterns]
         self.always = any(lit is None for lit in lits)
         self.literals = sorted({lit for lit in lits if lit})
 

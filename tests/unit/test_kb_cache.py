@@ -164,3 +164,54 @@ def test_compat_matrix_cached_is_the_parsed_toml(xdg):
         assert knowledge.compat() == want
     finally:
         knowledge.compat.cache_clear()
+
+
+def _derived(kb) -> dict:
+    from ascend_doctor.knowledge.gate import anchor
+    from ascend_doctor.probes.logs import required_literal
+
+    pats = kb.signatures()
+    return {"anchors": [[a.kind, a.text] for a in map(anchor, pats)],
+            "literals": [required_literal(p) for p in pats]}
+
+
+def test_signature_keys_cached_are_the_derived_ones(xdg, monkeypatch):
+    """The gate anchors and prefilter literals kept in the cache are what parsing every
+    pattern gives; a second KB object reads them back without deriving anything."""
+    from ascend_doctor.knowledge import KnowledgeBase, gate
+
+    entries = _parsed(_files())
+    want = _derived(KnowledgeBase(entries))
+    assert KnowledgeBase(entries).signature_keys() == want
+    (f,) = [p for p in (xdg / "ascend-doctor").iterdir() if p.name.startswith("derived-")]
+    assert (f.stat().st_mode & 0o777) == 0o600
+    monkeypatch.setattr(gate, "anchor", lambda p: (_ for _ in ()).throw(AssertionError(p)))
+    kb = KnowledgeBase(entries)
+    assert kb.signature_keys() == want
+    _, g = kb._flat()  # the gate built from the cached anchors
+    assert g.candidates("torch_npu: EngineDeadError raised") != []
+
+
+@pytest.mark.parametrize("damage", ["garbage", "wrong-shape"])
+def test_a_damaged_signature_keys_cache_is_derived_again(xdg, damage):
+    from ascend_doctor.knowledge import KnowledgeBase
+
+    entries = _parsed(_files())
+    want = _derived(KnowledgeBase(entries))
+    KnowledgeBase(entries).signature_keys()
+    (f,) = [p for p in (xdg / "ascend-doctor").iterdir() if p.name.startswith("derived-")]
+    doc = json.loads(f.read_text())
+    if damage == "garbage":
+        f.write_bytes(b"\x00{not json")
+    else:  # a document of the right key whose lists are one short
+        doc["doc"]["anchors"] = doc["doc"]["anchors"][:-1]
+        f.write_text(json.dumps(doc))
+    assert KnowledgeBase(entries).signature_keys() == want
+
+
+def test_signature_keys_without_a_cache(monkeypatch):
+    from ascend_doctor.knowledge import KnowledgeBase
+
+    monkeypatch.setenv("ASCEND_DOCTOR_CACHE", "0")
+    kb = KnowledgeBase(_parsed(_files()))
+    assert kb.signature_keys() == _derived(kb)
