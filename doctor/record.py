@@ -74,18 +74,24 @@ def _build(cls: type, frozen: bool, eq: bool) -> type:
         return dataclasses.dataclass(cls, frozen=frozen, eq=eq)  # inherited fields
     own = dict(cls.__dict__)
     doc = own.get("__doc__")
-    # the fields, defaults and class attributes as dataclasses sets them, but no methods
-    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
-    flds = [f for f in cls.__dataclass_fields__.values()  # type: ignore[attr-defined]
-            if f._field_type is not dataclasses._FIELD_CLASSVAR]  # type: ignore[attr-defined]
+    flds = _collect(cls, own)
+    if flds is None:  # a ClassVar, InitVar or KW_ONLY: dataclasses reads the class
+        cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+        flds = [f for f in cls.__dataclass_fields__.values()  # type: ignore[attr-defined]
+                if f._field_type is not dataclasses._FIELD_CLASSVAR]  # type: ignore[attr-defined]
+        params = cls.__dataclass_params__  # type: ignore[attr-defined]
+        params.init = params.repr = True
+        params.eq, params.frozen = eq, frozen
+    else:
+        cls.__dataclass_fields__ = {f.name: f for f in flds}  # type: ignore[attr-defined]
+        cls.__dataclass_params__ = _params(eq, frozen)  # type: ignore[attr-defined]
+        if "__match_args__" not in own:
+            cls.__match_args__ = tuple(f.name for f in flds if f.init)  # type: ignore[attr-defined]
     for f in flds:
         if (f._field_type is not dataclasses._FIELD or f.kw_only is True  # type: ignore[attr-defined]
                 or f.name in _INTERNAL or f.name.startswith("_dflt_")):
             raise TypeError(f"{cls.__qualname__}.{f.name}: use dataclasses.dataclass for an "
                             "InitVar, a kw_only field or this name")
-    params = cls.__dataclass_params__  # type: ignore[attr-defined]
-    params.init = params.repr = True
-    params.eq, params.frozen = eq, frozen
 
     def put(method: str, fn: Callable) -> None:
         if method not in own:  # a method the class body defines stays
@@ -211,3 +217,48 @@ def _frozen_delattr(cls: type, fieldnames: tuple[str, ...]) -> Callable:
         super(cls, self).__delattr__(name)
 
     return __delattr__
+
+
+_PARAMS: dict[tuple[bool, bool], Any] = {}
+
+
+def _params(eq: bool, frozen: bool) -> Any:
+    """The ``__dataclass_params__`` dataclasses gives a class with these options (shared)."""
+    p = _PARAMS.get((eq, frozen))
+    if p is None:
+        p = _PARAMS[(eq, frozen)] = dataclasses.dataclass(
+            type("_Params", (), {}), eq=eq, frozen=frozen).__dataclass_params__
+    return p
+
+
+def _collect(cls: type, own: dict[str, Any]) -> list[dataclasses.Field] | None:
+    """The class's fields as dataclasses collects them (its own annotations, no bases), the
+    defaults put back on the class as it does; None for a ClassVar, InitVar or KW_ONLY
+    annotation, whose rules are left to dataclasses."""
+    out = []
+    for name, tp in own.get("__annotations__", {}).items():
+        text = tp if isinstance(tp, str) else getattr(tp, "__name__", None) if isinstance(
+            tp, type) else None
+        if text is None or "ClassVar" in text or "InitVar" in text or "KW_ONLY" in text:
+            return None
+        default = own.get(name, _MISSING)
+        if isinstance(default, dataclasses.Field):
+            f = default
+            if f.default is _MISSING:  # a factory or no default: no class attribute
+                delattr(cls, name)
+            else:
+                setattr(cls, name, f.default)
+        else:
+            f = dataclasses.field(default=default)
+        if f.default is not _MISSING and f.default.__class__.__hash__ is None:
+            raise ValueError(f"mutable default {type(f.default)} for field {name} is not "
+                             "allowed: use default_factory")
+        if f.kw_only is _MISSING:  # the class's default, as dataclasses resolves it
+            f.kw_only = False  # type: ignore[assignment]
+        f.name, f.type = name, tp
+        f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]
+        out.append(f)
+    for name, value in own.items():  # a Field without an annotation is an error there too
+        if isinstance(value, dataclasses.Field) and name not in own.get("__annotations__", {}):
+            raise TypeError(f"{name!r} is a field but has no type annotation")
+    return out

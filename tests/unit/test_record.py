@@ -75,10 +75,12 @@ def test_the_twins_behave_the_same(shape, opts):
     if ref.__hash__ is not None and ref.__hash__ is not object.__hash__:
         assert _outcome(lambda: hash(a_ours)) == _outcome(lambda: hash(a_ref))
     assert str(inspect.signature(ours)) == str(inspect.signature(ref))
-    assert [(f.name, f.type, f.default, f.init, f.repr, f.compare, f.hash)
-            for f in dataclasses.fields(ours)] == [
-        (f.name, f.type, f.default, f.init, f.repr, f.compare, f.hash)
-        for f in dataclasses.fields(ref)]
+    def described(cls):
+        return [(f.name, f.type, f.default, f.default_factory is dataclasses.MISSING, f.init,
+                 f.repr, f.compare, f.hash, f.kw_only, f._field_type is dataclasses._FIELD,
+                 repr(getattr(cls, f.name, "<absent>")))
+                for f in cls.__dataclass_fields__.values()]
+    assert described(ours) == described(ref)
     assert dataclasses.is_dataclass(ours) and ours.__match_args__ == ref.__match_args__
     assert repr(dataclasses.asdict(a_ours)) == repr(dataclasses.asdict(a_ref))
     assert dataclasses.astuple(a_ours) == dataclasses.astuple(a_ref)
@@ -145,3 +147,21 @@ def test_inheritance_and_unusual_options_go_to_dataclasses():
     with pytest.raises(TypeError, match="kw_only"):
         record.dataclass(type("K", (), {"__annotations__": {"a": "int"},
                                         "a": dataclasses.field(kw_only=True)}))
+
+
+@pytest.mark.parametrize("body, error", [
+    ("class C:\n  a: list = []\n", ValueError),
+    ("class C:\n  a: int = 1\n  b = field(default=2)\n", TypeError),
+])
+def test_what_dataclasses_refuses_is_refused(body, error):
+    for deco in (dataclasses.dataclass, record.dataclass):
+        ns: dict = {"field": dataclasses.field}
+        exec(body, ns)
+        with pytest.raises(error):
+            deco(ns["C"])
+
+
+def test_a_subclass_of_a_record_sees_its_fields_as_dataclasses_does():
+    base = record.dataclass(type("B", (), {"__annotations__": {"a": "int"}, "a": 1}))
+    sub = dataclasses.dataclass(type("S", (base,), {"__annotations__": {"b": "int"}, "b": 2}))
+    assert sub().a == 1 and sub(5, 6).b == 6 and repr(sub()).endswith("S(a=1, b=2)")
