@@ -106,13 +106,32 @@ def measure_pair(ours: list[str], peer: list[str], repeat: int, env: dict | None
     return (med(a), med(ra)), (med(b), med(rb)), med(ratios)
 
 
+def drop_project_pycache() -> int:
+    """Remove ``__pycache__`` under the project's own packages (doctor/ checks/ fixes/
+    knowledge/): left by a test run, they would make the ``cold`` rows warm. Returns how
+    many were removed (they are caches: Python writes them again when allowed)."""
+    import shutil
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    n = 0
+    for top in ("doctor", "checks", "fixes", "knowledge"):
+        for dirpath, dirnames, _ in os.walk(os.path.join(repo, top)):
+            if "__pycache__" in dirnames:
+                shutil.rmtree(os.path.join(dirpath, "__pycache__"), ignore_errors=True)
+                dirnames.remove("__pycache__")
+                n += 1
+    return n
+
+
 def pyc_envs(base: dict | None = None) -> dict[str, dict]:
     """The two bytecode situations: ``cold`` is this environment's default
     (PYTHONDONTWRITEBYTECODE, no __pycache__ in a checkout: every project module compiled on
-    each run); ``warm`` reads .pyc from a cache filled by one earlier run, as an installed
-    wheel does (PYTHONPYCACHEPREFIX; the caller runs once to fill it)."""
+    each run; stray ones are removed first); ``warm`` reads .pyc from a cache filled by one
+    earlier run, as an installed wheel does (PYTHONPYCACHEPREFIX; the caller runs once to
+    fill it)."""
     import tempfile
 
+    drop_project_pycache()
     base = dict(os.environ if base is None else base)
     cold = {**base, "PYTHONDONTWRITEBYTECODE": "1"}
     cold.pop("PYTHONPYCACHEPREFIX", None)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascend_doctor.redact import (MAX_TEXT, Redactor, _redact_dirty_lines, _redact_text_plain,
-                           redact_bytes, redact_text)
+from ascend_doctor.redact import (MAX_TEXT, Redactor, _patterns, _pipeline, _redact_dirty_lines,
+                                  _redact_text_plain, redact_bytes, redact_text)
 
 FRAGMENTS = [
     "OBS_AK=", "OBS_SK='x1'", "HUAWEICLOUD_SDK_SK=", "MYSQL_PWD=", "DB_PASS=", "password: ",
@@ -96,3 +96,18 @@ def test_every_pair_of_fragments_on_a_line_of_its_own() -> None:
     lines = [f"{pre}{a}{b}" for a in FRAGMENTS for b in FRAGMENTS for pre in ("", "x ")]
     data = "\n".join(lines).encode("utf-8", "surrogateescape")
     assert _redact_dirty_lines(data) == Reference()._redact_all(data)
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts(), st.text(max_size=40))
+def test_the_hint_gate_never_skips_a_text_a_pattern_changes(data: bytes, noise: str) -> None:
+    """_pipeline returns a text as it is only where every pattern would leave it alone."""
+    for text in (data.decode("utf-8", "surrogateescape"), noise,
+                 noise + data.decode("utf-8", "replace")):
+        assert _pipeline(text) == _patterns(text)
+
+
+def test_the_hint_gate_on_every_fragment_alone_and_in_pairs() -> None:
+    for a in FRAGMENTS:
+        for b in ("", "x", " ", *FRAGMENTS[:40]):
+            assert _pipeline(a + b) == _patterns(a + b), (a, b)
