@@ -165,3 +165,17 @@ def test_a_subclass_of_a_record_sees_its_fields_as_dataclasses_does():
     base = record.dataclass(type("B", (), {"__annotations__": {"a": "int"}, "a": 1}))
     sub = dataclasses.dataclass(type("S", (base,), {"__annotations__": {"b": "int"}, "b": 2}))
     assert sub().a == 1 and sub(5, 6).b == 6 and repr(sub()).endswith("S(a=1, b=2)")
+
+
+def test_project_records_use_the_fast_decorator():
+    """A new module written with ``from dataclasses import dataclass`` would bring back the
+    per-method compiles at start-up (docs/HACKING.md, "Start-up cost")."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(record.__file__).resolve().parent.parent
+    slow = re.compile(r"^from dataclasses import .*\bdataclass\b|^@dataclasses\.dataclass", re.M)
+    offenders = [str(p.relative_to(root)) for top in ("doctor", "checks", "fixes", "knowledge")
+                 for p in (root / top).rglob("*.py")
+                 if p.name != "record.py" and slow.search(p.read_text(encoding="utf-8"))]
+    assert offenders == []
