@@ -25,7 +25,6 @@ groups are checked for sharing: sliding-window and mamba groups drop blocks sile
 from __future__ import annotations
 
 from collections import Counter
-from ..record import dataclass, field
 from typing import Iterable, Iterator
 
 from ascend_doctor.i18n import N_, T, join
@@ -33,6 +32,7 @@ from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.block_audit import (BadLine, BlockAuditLog, Disabled, Header, Record,
                                        StepV0, StepV1)
 from ascend_doctor.registry import check
+from ..record import dataclass, field
 
 KB = "ASC-KV-001"
 MAX_EXAMPLES = 20

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 import time
-from .record import dataclass
 from typing import Callable, Iterable
 
 from . import __version__
@@ -22,6 +21,7 @@ from .host import Host
 from .i18n import Msg, T
 from .model import CheckResult, Finding, Report
 from .options import RunOptions
+from .record import dataclass
 from .registry import CheckSpec, Registry
 
 DEFAULT_TIMEOUT = 10.0

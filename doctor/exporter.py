@@ -8,7 +8,6 @@ messages or paths.
 
 from __future__ import annotations
 
-from .record import dataclass
 from typing import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -16,6 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .model import Report, Severity, Status
+from .record import dataclass
 
 HBM_DEGRADED_RATIO = 0.90  # ≥ this share of an NPU's HBM in use is "degraded"
 TEMP_DEGRADED_C = 85  # above this, degraded

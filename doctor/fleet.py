@@ -11,13 +11,13 @@ is dropped before the next is read, so a fleet of 1 000 bundles runs in bounded 
 from __future__ import annotations
 
 import os
-from .record import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 from .cancel import Cancelled
 from .facts import FactStore
 from .i18n import Msg, T
 from .model import Category, Finding, Report, Status
+from .record import dataclass, field
 from .registry import CheckSpec, Registry
 
 SNAPSHOT_CHECK = "fleet.snapshot"

@@ -7,8 +7,9 @@ Status says what a check concluded; severity says how much it matters. They are 
 from __future__ import annotations
 
 import enum
-from .record import dataclass, field
 from typing import Any, Mapping
+
+from .record import dataclass, field
 
 
 class Status(str, enum.Enum):

@@ -6,8 +6,9 @@ Probes read what they need from here; the core gives every field a meaning only 
 from __future__ import annotations
 
 from dataclasses import fields
-from .record import dataclass, field
 from typing import Any
+
+from .record import dataclass, field
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,13 @@ Ordering is doctor/ranking.py's.
 
 from __future__ import annotations
 
-from .record import dataclass, field
 from typing import Any, Iterable
 
 from . import ranking
 from .i18n import tr, tt
 from .model import CheckResult, Finding, Report, Severity, Status
 from .model import worst as worst_status
+from .record import dataclass, field
 
 Pair = tuple[CheckResult, Finding]
 

@@ -11,12 +11,12 @@ import importlib
 import re
 import pkgutil
 import typing
-from .record import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .errors import UsageError
 from .model import Category, Severity
 from .i18n import T
+from .record import dataclass, field
 
 ENTRY_POINT_GROUP = "ascend_doctor.checks"
 _CHECK_ATTR = "__ascend_doctor_check__"

@@ -22,10 +22,10 @@ import posixpath
 import re
 import stat as _stat
 import sys
-from .record import dataclass
 from typing import Iterator, Mapping
 
 from .errors import SourceMissing
+from .record import dataclass
 
 PR_SET_NO_NEW_PRIVS = 38
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from ..record import dataclass, field
 from typing import Any, Callable
 
 from ascend_doctor.i18n import T, tr
+from ..record import dataclass, field
 
 _RECIPE_ATTR = "__ascend_doctor_recipe__"
 # Chinese titles of recipes whose plan title is not a catalog message yet (the others'

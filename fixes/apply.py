@@ -11,7 +11,6 @@ import os
 import posixpath
 import stat
 import subprocess
-from ..record import dataclass, field
 from typing import Any, Callable
 
 from ascend_doctor import confine
@@ -19,6 +18,7 @@ from ascend_doctor.errors import DoctorError, describe
 from ascend_doctor.host import norm
 from ascend_doctor.i18n import T, join
 
+from ..record import dataclass, field
 from .context import FixContext
 from .journal import Journal, JournalError
 from .plan import Plan

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import posixpath
-from ..record import dataclass, field
 from typing import Any
 
 from ascend_doctor.errors import SourceError, SourceMissing
 from ascend_doctor.host import Host, norm
 from ascend_doctor.options import RunOptions
+from ..record import dataclass, field
 
 
 @dataclass

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from ..record import dataclass, field
 from typing import Any
 
 from ascend_doctor.i18n import T, tr, tt
+from ..record import dataclass, field
 
 
 def _words(value: Any) -> str:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from ..record import dataclass, field
 from typing import Any, Iterable, Mapping
+
+from ..record import dataclass, field
 
 
 def _tomllib() -> Any:

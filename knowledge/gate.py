@@ -12,10 +12,10 @@ parts.
 from __future__ import annotations
 
 import re
-from ..record import dataclass
 from typing import Any, Iterable, Iterator
 
 from ascend_doctor.casefold import fold
+from ..record import dataclass
 
 WORD = re.compile(r"\w+")
 _SPECIAL = set(".^$*+?{}[]\\|()")

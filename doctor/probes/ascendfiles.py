@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from ..record import dataclass, field
 
 from ..errors import SourceMissing
 from ..i18n import N_, T
 from ..host import Host
+from ..record import dataclass, field
 from ..registry import provider
 from .procs import ServiceEnv, ServiceProcesses
 

@@ -13,7 +13,6 @@ Where the log is: ``--block-audit FILE``; else the file named by
 from __future__ import annotations
 
 import json
-from ..record import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, Union
 
 from ..errors import SourceError, SourceMissing
@@ -21,6 +20,7 @@ from ..i18n import N_, T
 from ..host import Host
 from ..inputs import input_error, user_files
 from ..options import RunOptions
+from ..record import dataclass, field
 from ..registry import provider
 from .svcaccess import refusal
 from .procs import ServiceEnv, ServiceProcesses

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from ..record import dataclass
 
 from ..errors import ParseError, SourceMissing
 from ..i18n import T
 from ..host import Host
+from ..record import dataclass
 from ..registry import provider
 from .packages import Packages
 

@@ -7,10 +7,10 @@ does) is I/O, so it lives here as a fact; ldconf.cache only compares.
 from __future__ import annotations
 
 import posixpath
-from ..record import dataclass
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
+from ..record import dataclass
 from ..registry import provider
 from .elf import parse_elf
 from .ldcache import LdCache

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from ..record import dataclass, field
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host
+from ..record import dataclass, field
 from ..registry import provider
 from .procs import ServiceEnv
 

@@ -6,10 +6,10 @@ Markdown issue body carries at least what maintainers ask for in their issue tem
 
 from __future__ import annotations
 
-from ..record import dataclass, field
 
 from ..errors import SourceError, SourceMissing
 from ..host import Host
+from ..record import dataclass, field
 from ..redact import is_secret_name
 from ..registry import provider
 from .procs import ServiceEnv

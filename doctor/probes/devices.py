@@ -9,10 +9,10 @@ the kernel does for an open(O_RDWR): owner, group (primary or supplementary), ot
 from __future__ import annotations
 
 import re
-from ..record import dataclass
 
 from ..errors import SourceError, SourceMissing
 from ..host import Host, StatInfo
+from ..record import dataclass
 from ..registry import provider
 from .svcaccess import parse_status_ids  # noqa: F401  (re-exported)
 from .procs import ServiceProcesses

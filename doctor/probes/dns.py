@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
-from ..record import dataclass, field
 from urllib.parse import urlsplit
 
 from ..errors import ParseError, SourceError, SourceMissing, describe
@@ -19,6 +18,7 @@ from ..i18n import T
 from ..host import Host, ProcInfo
 from ..inputs import input_error, user_files
 from ..options import RunOptions
+from ..record import dataclass, field
 from ..registry import provider
 from .dnsstats import DnsTraffic, analyse_capture
 from .pcapread import CaptureError

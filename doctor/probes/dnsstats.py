@@ -11,10 +11,10 @@ state is bounded (names, clients, pending queries, latency samples).
 from __future__ import annotations
 
 import ipaddress
-from ..record import dataclass, field
 from typing import BinaryIO, Iterable
 
 from ..i18n import T
+from ..record import dataclass, field
 from .dnswire import QTYPES, DnsFormatError, DnsMessage, parse_dns, parse_dns_tcp
 from .pcapread import KIND_DNS_TCP, KIND_SYN, CaptureError, CaptureStats, Packet, iter_packets
 

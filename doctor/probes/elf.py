@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import io
 import struct
-from ..record import dataclass
 from typing import BinaryIO
 
 from ..errors import ParseError
+from ..record import dataclass
 
 ELF_MAGIC = b"\x7fELF"
 DF_1_NODEFLIB = 0x800

@@ -9,13 +9,13 @@ timed with ``host.monotonic("tlb:<pid>")`` so a bundle replays the same window.
 from __future__ import annotations
 
 import re
-from ..record import dataclass, field
 from typing import Mapping
 
 from ..i18n import N_, T, join
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
 from ..options import RunOptions
+from ..record import dataclass, field
 from ..registry import provider
 from .procs import ServiceProcesses
 

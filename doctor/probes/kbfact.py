@@ -3,10 +3,10 @@ stays a pure rule over facts (a test hands it a ``Knowledge`` built from any ent
 
 from __future__ import annotations
 
-from ..record import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ..knowledge import KnowledgeBase, Match, compat, load
+from ..record import dataclass, field
 from ..registry import provider
 
 

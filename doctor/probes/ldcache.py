@@ -10,10 +10,10 @@ old entry table. ``parse_ldcache`` is pure; a truncated or corrupt file raises P
 from __future__ import annotations
 
 import struct
-from ..record import dataclass, field
 
 from ..errors import ParseError
 from ..host import Host
+from ..record import dataclass, field
 from ..registry import provider
 
 LDCACHE = "/etc/ld.so.cache"

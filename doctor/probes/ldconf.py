@@ -7,11 +7,11 @@ includes through the Host, recording for each directory the file and line that s
 from __future__ import annotations
 
 import posixpath
-from ..record import dataclass
 
 from ..errors import SourceError, SourceMissing, describe
 from ..i18n import T
 from ..host import Host
+from ..record import dataclass
 from ..registry import provider
 
 LDSO_CONF = "/etc/ld.so.conf"

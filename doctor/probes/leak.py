@@ -7,12 +7,12 @@ With ``--watch SECONDS`` the sampler reads device HBM use a bounded number of ti
 
 from __future__ import annotations
 
-from ..record import dataclass
 
 from ..i18n import T
 from ..errors import ParseError, SourceMissing
 from ..host import Host
 from ..options import RunOptions
+from ..record import dataclass
 from ..registry import provider
 from .service import HTTP_TIMEOUT, ServiceHttp, parse_metrics
 

@@ -6,10 +6,10 @@ directories named only in conf files ldconfig does not read, under both their na
 
 from __future__ import annotations
 
-from ..record import dataclass, field
 from typing import Mapping
 
 from ..host import Host
+from ..record import dataclass, field
 from ..registry import provider
 from .ldconf import LdConfState
 

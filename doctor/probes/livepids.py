@@ -6,10 +6,10 @@ pure rule over facts (testable with a ProcessTable built by hand).
 
 from __future__ import annotations
 
-from ..record import dataclass
 
 from ..errors import SourceError, SourceMissing, describe
 from ..host import Host
+from ..record import dataclass
 from ..registry import provider
 
 

@@ -8,11 +8,11 @@ matcher ``ascend-doctor triage`` uses) and through the stats-line parser, which 
 
 from __future__ import annotations
 
-from ..record import dataclass, field
 from typing import Iterable, Iterator
 
 from ..errors import SourceError, SourceMissing
 from ..host import Host
+from ..record import dataclass, field
 from ..registry import provider
 from .kbfact import Knowledge
 from .logs import LinePrefilter, LogFile, LogScan, LogSources, StatsLine, scan_lines

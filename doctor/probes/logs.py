@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from ..record import dataclass
 from typing import BinaryIO, Iterator
 
 from ..casefold import fold
@@ -19,6 +18,7 @@ from ..i18n import T
 from ..host import Host
 from ..inputs import user_files
 from ..options import RunOptions
+from ..record import dataclass
 from ..registry import provider
 from .svcaccess import refusal
 from .procs import ServiceProcesses

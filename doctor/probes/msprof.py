@@ -17,7 +17,6 @@ import io
 import os
 import posixpath
 import re
-from ..record import dataclass, field
 from operator import itemgetter
 from typing import BinaryIO, Iterable, Iterator
 
@@ -26,6 +25,7 @@ from ..i18n import T
 from ..host import Host
 from ..inputs import user_files
 from ..options import RunOptions
+from ..record import dataclass, field
 from ..registry import provider
 
 COMPUTE_TYPES = {"AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "MIX_AIC", "MIX_AIV", "KERNEL_AICORE",

@@ -10,11 +10,11 @@ as data, so the checks can say what npu-smi printed.
 from __future__ import annotations
 
 import re
-from ..record import dataclass, field
 
 from ..errors import ParseError, SourceMissing
 from ..i18n import T
 from ..host import CommandResult, Host
+from ..record import dataclass, field
 from ..registry import provider
 
 HEALTH_WORDS = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")

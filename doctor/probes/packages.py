@@ -11,12 +11,12 @@ import io
 import json
 import posixpath
 import re
-from ..record import dataclass, field
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host
 from ..options import RunOptions
+from ..record import dataclass, field
 from ..registry import provider
 from ..spawn import minimal_env
 from .procs import ServiceProcesses

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from ..record import dataclass, field
 from typing import Mapping
 from urllib.parse import urlsplit
 
@@ -17,6 +16,7 @@ from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host, ProcInfo
 from ..options import RunOptions
+from ..record import dataclass, field
 from ..registry import provider
 from .svcaccess import refusal
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from ..record import dataclass, field
 from typing import Iterable, Mapping
 
 from .. import boundedjson
@@ -19,6 +18,7 @@ from ..errors import ParseError, SourceMissing
 from ..i18n import T
 from ..host import Host, HttpResponse
 from ..options import RunOptions
+from ..record import dataclass, field
 from ..registry import provider
 from .procs import ServiceProcesses
 

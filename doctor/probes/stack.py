@@ -4,11 +4,11 @@ absence (and the report says so in its first line) instead of failing one by one
 
 from __future__ import annotations
 
-from ..record import dataclass
 
 from ..errors import SourceMissing
 from ..i18n import N_, T
 from ..host import Host
+from ..record import dataclass
 from ..registry import provider
 from .ldconf import LdConfState, LdSoConf
 from .procs import ServiceProcesses

@@ -7,11 +7,11 @@ that hangs on a busy device must not hang the doctor), never in our own process.
 
 from __future__ import annotations
 
-from ..record import dataclass
 
 from ..errors import SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host
+from ..record import dataclass
 from ..spawn import RunAs, as_service, display, isolate_python, minimal_env
 from ..options import RunOptions
 from ..registry import provider

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import importlib
 import shlex
-from ..record import dataclass, field
 from typing import Any, Callable
+
+from ..record import dataclass, field
 
 
 class FixesUnavailable(RuntimeError):

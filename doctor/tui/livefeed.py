@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
-from ..record import dataclass, field
 from typing import Any
+
+from ..record import dataclass, field
 
 HISTORY = 60
 RUNNING = "vllm:num_requests_running"

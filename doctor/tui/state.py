@@ -5,10 +5,10 @@ it only sorts and counts what the engine produced."""
 from __future__ import annotations
 
 import os
-from ..record import dataclass, field
 from typing import Any, Iterable
 
 from ..model import Category, CheckResult, Finding, HostInfo, Report, Severity, Status
+from ..record import dataclass, field
 
 PENDING = "pending"
 RUNNING = "running"

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from ..record import dataclass, field
 from typing import Any
+
+from ..record import dataclass, field
 
 
 # -- stand-ins with vLLM 0.11 names (vllm/v1/core/sched/output.py) --------------------------
