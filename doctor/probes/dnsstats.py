@@ -11,12 +11,14 @@ state is bounded (names, clients, pending queries, latency samples).
 from __future__ import annotations
 
 import ipaddress
+import os
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterable
+from typing import Any, BinaryIO, Iterable
 
 from ..i18n import T
 from .dnswire import QTYPES, DnsFormatError, DnsMessage, parse_dns, parse_dns_tcp
-from .pcapread import KIND_DNS_TCP, KIND_SYN, CaptureError, CaptureStats, Packet, iter_packets
+from .pcapread import (CHUNK, KIND_DNS_TCP, KIND_SYN, MAX_CAPLEN, CaptureError, CaptureStats,
+                       Packet, iter_packets)
 
 WINDOW_S = 1.0  # a SYN within this long after a lookup of its name counts as "resolved per request"
 TIMEOUT_S = 5.0  # a query unanswered this long is "unanswered"
@@ -369,9 +371,18 @@ def analyse_capture(stream: BinaryIO, source: str, service_ports: Iterable[int] 
 
     Raises ``CaptureError`` only when nothing could be read (not a capture at all).
     ``fast=False`` turns off the raw-record pre-filter and the parsed-message cache (the
-    reference path the tests compare against; the results are the same).
+    reference path the tests compare against; the results are the same). With ``fast``,
+    a classic pcap on a seekable stream goes through the C scanner (doctor/_dnsscan.c)
+    when it is built, with the same results; what it refuses is re-read from the start.
     """
     ports = frozenset(service_ports)
+    mod = _native() if fast else None
+    if mod is not None and _seekable(stream):
+        start = stream.tell()
+        try:
+            return _analyse_native(mod, stream, source, ports)
+        except NativeFallback:
+            stream.seek(start)
     stats = CaptureStats()
     an = Analyser(cache=fast)
     try:
@@ -382,3 +393,118 @@ def analyse_capture(stream: BinaryIO, source: str, service_ports: Iterable[int] 
             raise
         return an.result(source, stats, ports, exc)
     return an.result(source, stats, ports)
+
+
+# -- the optional C path (doctor/_dnsscan.c) --------------------------------------------------
+class NativeFallback(Exception):
+    """The C scanner does not handle this input: read it again with the Python path."""
+
+
+def _native() -> Any:
+    """The C scanner when it was built and not ruled out, else None (the Python path gives
+    the same results; ASCEND_DOCTOR_PCAP_ENGINE=python rules the C out, e.g. to compare)."""
+    if os.environ.get("ASCEND_DOCTOR_PCAP_ENGINE") == "python":
+        return None
+    try:
+        from .. import _dnsscan
+    except ImportError:  # built without a compiler
+        return None
+    return _dnsscan
+
+
+def _seekable(stream: BinaryIO) -> bool:
+    """The C path needs to re-read from the start when it refuses a file."""
+    try:
+        return bool(stream.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _port_bits(ports: frozenset) -> bytes:
+    """Bit p set when ``p in ports`` (as make_filter tests it: 8000.0 and True match too)."""
+    bits = bytearray(8192)
+    if all(type(p) is int for p in ports):
+        candidates: Iterable[int] = (p for p in ports if 0 <= p < 65536)
+    else:
+        candidates = (p for p in range(65536) if p in ports)
+    for p in candidates:
+        bits[p >> 3] |= 1 << (p & 7)
+    return bytes(bits)
+
+
+def _analyse_native(mod: Any, stream: BinaryIO, source: str, ports: frozenset) -> DnsTraffic:
+    """analyse_capture by the C scanner: stream chunks into one reused buffer (a record
+    is at most 16 + MAX_CAPLEN bytes, so the kept tail plus a chunk always fit), then
+    rebuild the Analyser's state so that ``result`` runs unchanged. Raises NativeFallback,
+    before any record is used, for input the scanner leaves to the Python path."""
+    scan = mod.Scanner(_port_bits(ports), not ports, os.urandom(16))
+    buf = bytearray(CHUNK + 16 + MAX_CAPLEN)
+    readinto = getattr(stream, "readinto", None)
+    have = 0
+    try:
+        with memoryview(buf) as whole:
+            while True:
+                if readinto is not None:
+                    with whole[have:] as part:
+                        got = readinto(part) or 0
+                else:
+                    block = stream.read(len(buf) - have) or b""
+                    got = len(block)
+                    whole[have:have + got] = block
+                have += got
+                used = scan.feed(buf, have, got == 0)
+                if used < 0:
+                    break
+                if used:
+                    whole[:have - used] = whole[used:have]  # the cut record, to the front
+                    have -= used
+    except mod.Fallback:
+        raise NativeFallback(source) from None
+    st = scan.result()
+    stats = CaptureStats()
+    stats.format = "pcap"
+    stats.records, stats.kept, stats.bytes = st["records"], st["kept"], st["bytes"]
+    stats.linktypes.add(st["linktype"])
+    an = _analyser_from(st)
+    error = None
+    if st["error"] is not None:
+        error = _capture_error(*st["error"], n=stats.records)
+        if stats.records == 0 and error.offset <= 24:
+            raise error
+    return an.result(source, stats, ports, error)
+
+
+def _capture_error(kind: int, offset: int, a: int, b: int, n: int) -> CaptureError:
+    """The CaptureError pcapread._pcap raises for the scanner's error code (same text)."""
+    if kind == 1:
+        return CaptureError(offset, T("truncated record header after {n} packets", n=n))
+    if kind == 2:
+        return CaptureError(offset, T("corrupt record header (captured length {caplen} > "
+                                      "{limit}) after {n} packets", caplen=a, limit=b, n=n))
+    return CaptureError(offset, T("truncated packet record ({caplen} bytes announced, {left} "
+                                  "present) after {n} packets", caplen=a, left=b, n=n))
+
+
+def _analyser_from(st: dict) -> Analyser:
+    """An Analyser holding the scanner's final state, in the scanner's insertion orders.
+
+    The scanner already ran the final sweep of ``result``, so ``pending`` is empty and the
+    sweep ``result`` runs again changes nothing."""
+    an = Analyser(cache=False)
+    an.first, an.last = st["first"], st["last"]
+    an.dns_messages, an.malformed, an.syns = st["dns_messages"], st["malformed"], st["syns"]
+    an.dropped_clients, an._rng, an.next_sweep = st["dropped_clients"], st["rng"], st["next_sweep"]
+    for addr, counters, qtypes, lat, targets, names in st["clients"]:
+        c = _Client()
+        for k, v in counters.items():
+            setattr(c, k, v)
+        c.qtypes = dict(qtypes)
+        c.lat = lat
+        c.targets = {(a, port): n for a, port, n in targets}
+        for name, queries, nx, servfail, answered, last, last_a, last_aaaa in names:
+            nm = c.names[name] = _Name()
+            nm.queries, nm.nx, nm.servfail, nm.answered = queries, nx, servfail, answered
+            nm.last, nm.last_a, nm.last_aaaa = last, last_a, last_aaaa
+        an.clients[addr] = c
+    an.addr_names = {a: set(names) for a, names in st["addr_names"]}
+    return an
