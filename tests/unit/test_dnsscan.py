@@ -361,7 +361,8 @@ def test_more_pending_than_max_pending():
     c = CLIENTS[0]
     n = dnsstats.MAX_PENDING + 500
     fr = [(1000, i, q(c, i & 0xFFFF, NAMES[0], 1024 + i // 65536)) for i in range(n)]
-    fr += [(1001, i, a(c, i & 0xFFFF, NAMES[0], 1024 + i // 65536)) for i in range(0, n, 997)]
+    answered = [*range(0, n, 997), *range(dnsstats.MAX_PENDING - 2, dnsstats.MAX_PENDING + 3)]
+    fr += [(1001, i, a(c, i & 0xFFFF, NAMES[0], 1024 + i // 65536)) for i in answered]
     fr += [(1010, 0, q(c, 1, NAMES[1], 9))]  # the sweep
     assert agree(write_pcap(fr))
 
@@ -578,3 +579,55 @@ def test_hypothesis_dns_payloads(payloads, ids, linktype):
     if linktype != 1:
         fr = _link(fr, linktype)
     agree(write_pcap(timed(fr, 0.3), linktype))
+
+
+def test_sweep_boundaries_and_retransmits():
+    """Whole-second timestamps so that ``ts >= now - TIMEOUT_S`` meets equality, and a query
+    sent again with the same key while pending: a dict update keeps its place, so the sweep
+    stops at it (the entry behind it is not swept yet)."""
+    c, c2 = CLIENTS[0], CLIENTS[1]
+    fr = [(1000, 0, q(c, 1, NAMES[0], 111)),  # K
+          (1001, 0, q(c, 2, NAMES[0], 222)),  # L
+          (1003, 0, q(c, 1, NAMES[0], 111)),  # K again: stays first, ts 1003
+          (1005, 0, q(c2, 9, NAMES[1], 9)),  # sweep at 1005: cutoff 1000.0
+          (1005, 500_000, q(c, 20, NAMES[1], 333)),  # X
+          (1006, 500_000, q(c2, 10, NAMES[1], 10)),  # sweep: cutoff 1001.5, K (1003) first
+          (1007, 0, a(c, 2, NAMES[0], 222)),  # L still pending: answered
+          (1008, 0, a(c, 1, NAMES[0], 111)),
+          (1010, 0, q(c2, 11, NAMES[1], 11)),  # sweep: X stays; the next at 1011.0
+          (1011, 0, a(c, 20, NAMES[1], 333)),  # ts == next_sweep: sweeps X before the match
+          (1015, 0, q(c, 12, NAMES[2], 12)),
+          (1020, 0, q(c, 13, NAMES[2], 13))]  # the final sweep: 1015 == 1020 - 5 stays
+    data = write_pcap(fr)
+    assert agree(data, full=True)
+    t = analyse_capture(io.BytesIO(data), "x", (8000,))
+    assert t.client("10.0.1.1").answered == 2 and t.client("10.0.1.1").unanswered == 1
+
+
+def test_name_spelling_and_pointer_hops():
+    """Upper case A-Z (Z too), bytes >= 0x80, and 15/16/17 compression hops."""
+    c = CLIENTS[0]
+    fr = []
+    names = [b"AZ.Example.ORG", b"az.example.org", b"Zz.\x80\xff.Q", b"zz.\xc3\xa9.q", b"@[`{.x"]
+    for i, n in enumerate(names):
+        fr += [q(c, i, n, 100 + i), a(c, i, n, 100 + i)]
+    for hops in (15, 16, 17):
+        # the question's name is a pointer to the last of a chain of pointers after the
+        # question, each to the one before, the first to "abc": 'hops' hops in all
+        chain = b"\x03abc\0"
+        ptrs = [18]
+        for _ in range(hops - 1):
+            ptrs.append(18 + len(chain))
+            chain += struct.pack(">H", 0xC000 | ptrs[-2])
+        for flags, an in ((0x0100, 0), (0x8180, 0)):
+            msg = (struct.pack(">HHHHHH", 50 + hops, flags, 1, an, 0, 0)
+                   + struct.pack(">H", 0xC000 | ptrs[-1]) + b"\0\x01\0\x01" + chain)
+            fr.append(eth(ip4(*((c, RESOLVER) if flags == 0x0100 else (RESOLVER, c)), 17,
+                              udp(*((300 + hops, 53) if flags == 0x0100 else (53, 300 + hops)),
+                                  msg))))
+    data = write_pcap(timed(fr, 0.01))
+    assert agree(data, full=True)
+    t = analyse_capture(io.BytesIO(data), "x", (8000,))
+    top = dict(t.clients[0].top_names)
+    assert top["az.example.org"] == 2 and top["zz.\ufffd\ufffd.q"] == 2 and "@[`{.x" in top
+    assert 0 < t.malformed
