@@ -434,7 +434,17 @@ def _port_bits(ports: frozenset) -> bytes:
 
 def _analyse_native(mod: Any, stream: BinaryIO, source: str, ports: frozenset) -> DnsTraffic:
     """analyse_capture by the C scanner (raises NativeFallback for what it refuses)."""
-    an, stats, error = _scan_native(mod, stream, ports)
+    return _result(*_scan_native(mod, stream, ports), source, ports)
+
+
+def _traffic_of(scan: Any, source: str, ports: frozenset) -> DnsTraffic:
+    """The DnsTraffic of a finished scanner (tests feed one directly)."""
+    return _result(*_state_of(scan), source, ports)
+
+
+def _result(an: Analyser, stats: CaptureStats, error: CaptureError | None, source: str,
+            ports: frozenset) -> DnsTraffic:
+    """``result``, raising as analyse_capture's Python loop does when nothing was read."""
     if error is not None and stats.records == 0 and error.offset <= 24:
         raise error
     return an.result(source, stats, ports, error)
@@ -472,6 +482,11 @@ def _scan_native(mod: Any, stream: BinaryIO,
                     have -= used
     except mod.Fallback:
         raise NativeFallback() from None
+    return _state_of(scan)
+
+
+def _state_of(scan: Any) -> tuple[Analyser, CaptureStats, CaptureError | None]:
+    """The Analyser, stats and CaptureError of a finished scanner."""
     st = scan.result()
     stats = CaptureStats()
     stats.format = "pcap"
