@@ -377,8 +377,8 @@ def analyse_capture(stream: BinaryIO, source: str, service_ports: Iterable[int] 
     """
     ports = frozenset(service_ports)
     mod = _native() if fast else None
-    if mod is not None and _seekable(stream):
-        start = stream.tell()
+    start = _start(stream) if mod is not None else None
+    if start is not None:
         try:
             return _analyse_native(mod, stream, source, ports)
         except NativeFallback:
@@ -412,12 +412,13 @@ def _native() -> Any:
     return _dnsscan
 
 
-def _seekable(stream: BinaryIO) -> bool:
-    """The C path needs to re-read from the start when it refuses a file."""
+def _start(stream: BinaryIO) -> int | None:
+    """Where the stream is when it can be read again from there, else None: the C path
+    re-reads from the start what it refuses, so pipes take the Python path."""
     try:
-        return bool(stream.seekable())
+        return stream.tell() if stream.seekable() else None
     except (AttributeError, OSError, ValueError):
-        return False
+        return None
 
 
 def _port_bits(ports: frozenset) -> bytes:
