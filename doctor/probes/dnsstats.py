@@ -6,6 +6,10 @@ Seed 000_93c34712512482cd.txt: jmeter resolved the service name before every req
 TCP connections followed a lookup of the name that resolves to their address, latency by
 (5-tuple, id), NXDOMAIN/SERVFAIL/unanswered, A+AAAA pairs and search-list expansion. All
 state is bounded (names, clients, pending queries, latency samples).
+
+A classic pcap on a seekable stream is read by the optional C scanner (doctor/_dnsscan.c)
+when it was built: the same loop and state machine in one pass, its final tables rebuilt
+into an Analyser here so that ``result`` is the one below (tests/unit/test_dnsscan.py).
 """
 
 from __future__ import annotations
@@ -456,7 +460,7 @@ def _scan_native(mod: Any, stream: BinaryIO,
     """The Analyser, stats and CaptureError the Python loop would leave, by the C scanner.
 
     Chunks are read into one reused buffer (a record is at most 16 + MAX_CAPLEN bytes, so
-    the kept tail plus a chunk always fit) -- not mmap: as fast to within ~13 ms on 132 MiB,
+    the kept tail plus a CHUNK always fit) -- not mmap: as fast to within ~13 ms on 132 MiB,
     but a capture file truncated while mapped (tcpdump -C/-W rotation) would SIGBUS the
     process, and the mapping's pages would count in RSS. Raises NativeFallback, before any
     record is used, for input the scanner leaves to the Python path."""
@@ -467,11 +471,13 @@ def _scan_native(mod: Any, stream: BinaryIO,
     try:
         with memoryview(buf) as whole:
             while True:
+                # CHUNK per read, as the Python path's first read: a refused file has had
+                # the same bytes read (a recorded bundle holds no more of it)
                 if readinto is not None:
-                    with whole[have:] as part:
+                    with whole[have:have + CHUNK] as part:
                         got = readinto(part) or 0
                 else:
-                    block = stream.read(len(buf) - have) or b""
+                    block = stream.read(min(CHUNK, len(buf) - have)) or b""
                     got = len(block)
                     whole[have:have + got] = block
                 have += got

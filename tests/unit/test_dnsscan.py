@@ -635,3 +635,32 @@ def test_name_spelling_and_pointer_hops():
     top = dict(t.clients[0].top_names)
     assert top["az.example.org"] == 2 and top["zz.\ufffd\ufffd.q"] == 2 and "@[`{.x" in top
     assert 0 < t.malformed
+
+
+def test_a_refused_file_is_read_no_further_than_python_reads_it(monkeypatch):
+    """A recorded bundle keeps what a probe read: the scanner's look at a file it then
+    refuses must not read past the Python path's first read."""
+    class Counting(io.BytesIO):
+        furthest = 0
+
+        def readinto(self, b):  # type: ignore[override]
+            n = super().readinto(b)
+            Counting.furthest = max(Counting.furthest, self.tell())
+            return n
+
+        def read(self, n=-1):  # type: ignore[override]
+            out = super().read(n)
+            Counting.furthest = max(Counting.furthest, self.tell())
+            return out
+
+    junk = b"\x0a\x0d\x0d\x0a" + bytes(3 << 20)  # pcapng magic, then a corrupt block
+    seen = {}
+    for engine in ("python", "c"):
+        if engine == "python":
+            monkeypatch.setenv("ASCEND_DOCTOR_PCAP_ENGINE", "python")
+        else:
+            monkeypatch.delenv("ASCEND_DOCTOR_PCAP_ENGINE")
+        Counting.furthest = 0
+        seen[engine] = _outcome(lambda: analyse_capture(Counting(junk), "x", (8000,)))
+        seen[engine + " read"] = Counting.furthest
+    assert seen["python"] == seen["c"] and seen["python read"] == seen["c read"] < len(junk)
