@@ -4,6 +4,8 @@ The capture is built with struct (not scapy: a million scapy packets take minute
 clients that resolve per request (query, answer, SYN, SYN-ACK, ACK, request, response, FIN,
 FIN, ACK), so a fifth of the packets are DNS and the rest must be skipped fast.
 Each side runs in a child process; peak RSS comes from os.wait4's rusage of that child.
+A last row per size runs the same command with ASCEND_DOCTOR_PCAP_ENGINE=python (the
+pure-Python path), so the C scanner's share stays visible.
 Run: python bench/bench_dns.py [--quick]
 """
 
@@ -121,19 +123,31 @@ def _run_size(packets: int) -> list[dict]:
         name = f"dns: {packets:,} packets ({size:.0f} MiB pcap)" if size >= 10 else \
             f"dns: {packets:,} packets ({size:.1f} MiB pcap)"
         rows = []
+        # ours is the C scanner when it is built, whatever the calling shell exported
+        c_env = {k: v for k, v in os.environ.items() if k != "ASCEND_DOCTOR_PCAP_ENGINE"}
         for tool, argv in (("tshark", ["tshark", "-r", path, "-Y", "dns"]),
                            ("tcpdump", ["tcpdump", "-n", "-r", path, "udp", "port", "53"])):
             if not shutil.which(tool):
                 continue
-            ours, peer, ratio = measure_pair(ours_argv, argv, n, stdout_dir=tmp)
+            ours, peer, ratio = measure_pair(ours_argv, argv, n, env=c_env, stdout_dir=tmp)
             rows.append({"name": name, "ours_s": round(ours[0], 3), "peer": " ".join(
                 a if a != path else "FILE" for a in argv), "peer_s": round(peer[0], 3),
                 "ratio": ratio, "ours_rss_mb": round(ours[1], 1),
                 "peer_rss_mb": round(peer[1], 1),
                 "note": f"capture written in {gen_s:.1f} s; ours/{tool} time {1 / ratio:.2f}"})
-        if not rows:
-            ours = measure(ours_argv, n)
-            rows.append({"name": name, "ours_s": round(ours[0], 3), "peer": None,
+        # the same command on the pure-Python engine (no C scanner), so both stay visible
+        py_env = {**c_env, "ASCEND_DOCTOR_PCAP_ENGINE": "python"}
+        ours, peer, ratio = measure_pair(ours_argv, ours_argv, n, env=c_env, peer_env=py_env,
+                                         stdout_dir=tmp)
+        rows.append({"name": name, "ours_s": round(ours[0], 3),
+                     "peer": "ours, ASCEND_DOCTOR_PCAP_ENGINE=python", "peer_s": round(peer[0], 3),
+                     "ratio": ratio, "ours_rss_mb": round(ours[1], 1),
+                     "peer_rss_mb": round(peer[1], 1),
+                     "note": f"the C scanner (doctor/_dnsscan.c) vs the Python path; C/Python "
+                             f"time {1 / ratio:.2f}"})
+        if len(rows) == 1:
+            ours = measure(ours_argv, n, env=c_env)
+            rows.insert(0, {"name": name, "ours_s": round(ours[0], 3), "peer": None,
                          "peer_s": None, "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": None,
                          "note": "tshark and tcpdump not installed: peers skipped"})
         return rows

@@ -6,17 +6,23 @@ Seed 000_93c34712512482cd.txt: jmeter resolved the service name before every req
 TCP connections followed a lookup of the name that resolves to their address, latency by
 (5-tuple, id), NXDOMAIN/SERVFAIL/unanswered, A+AAAA pairs and search-list expansion. All
 state is bounded (names, clients, pending queries, latency samples).
+
+A classic pcap on a seekable stream is read by the optional C scanner (doctor/_dnsscan.c)
+when it was built: the same loop and state machine in one pass, its final tables rebuilt
+into an Analyser here so that ``result`` is the one below (tests/unit/test_dnsscan.py).
 """
 
 from __future__ import annotations
 
 import ipaddress
-from typing import BinaryIO, Iterable
+import os
+from typing import Any, BinaryIO, Iterable
 
 from ..i18n import T
 from ..record import dataclass, field
 from .dnswire import QTYPES, DnsFormatError, DnsMessage, parse_dns, parse_dns_tcp
-from .pcapread import KIND_DNS_TCP, KIND_SYN, CaptureError, CaptureStats, Packet, iter_packets
+from .pcapread import (CHUNK, KIND_DNS_TCP, KIND_SYN, MAX_CAPLEN, CaptureError, CaptureStats,
+                       Packet, iter_packets)
 
 WINDOW_S = 1.0  # a SYN within this long after a lookup of its name counts as "resolved per request"
 TIMEOUT_S = 5.0  # a query unanswered this long is "unanswered"
@@ -369,9 +375,18 @@ def analyse_capture(stream: BinaryIO, source: str, service_ports: Iterable[int] 
 
     Raises ``CaptureError`` only when nothing could be read (not a capture at all).
     ``fast=False`` turns off the raw-record pre-filter and the parsed-message cache (the
-    reference path the tests compare against; the results are the same).
+    reference path the tests compare against; the results are the same). With ``fast``,
+    a classic pcap on a seekable stream goes through the C scanner (doctor/_dnsscan.c)
+    when it is built, with the same results; what it refuses is re-read from the start.
     """
     ports = frozenset(service_ports)
+    mod = _native() if fast else None
+    start = _start(stream) if mod is not None else None
+    if start is not None:
+        try:
+            return _analyse_native(mod, stream, source, ports)
+        except NativeFallback:
+            stream.seek(start)
     stats = CaptureStats()
     an = Analyser(cache=fast)
     try:
@@ -382,3 +397,143 @@ def analyse_capture(stream: BinaryIO, source: str, service_ports: Iterable[int] 
             raise
         return an.result(source, stats, ports, exc)
     return an.result(source, stats, ports)
+
+
+# -- the optional C path (doctor/_dnsscan.c) --------------------------------------------------
+class NativeFallback(Exception):
+    """The C scanner does not handle this input: read it again with the Python path."""
+
+
+def _native() -> Any:
+    """The C scanner when it was built and not ruled out, else None (the Python path gives
+    the same results; ASCEND_DOCTOR_PCAP_ENGINE=python rules the C out, e.g. to compare)."""
+    if os.environ.get("ASCEND_DOCTOR_PCAP_ENGINE") == "python":
+        return None
+    try:
+        from .. import _dnsscan
+    except ImportError:  # built without a compiler
+        return None
+    return _dnsscan
+
+
+def _start(stream: BinaryIO) -> int | None:
+    """Where the stream is when it can be read again from there, else None: the C path
+    re-reads from the start what it refuses, so pipes take the Python path."""
+    try:
+        return stream.tell() if stream.seekable() else None
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _port_bits(ports: frozenset) -> bytes:
+    """Bit p set when ``p in ports`` (as make_filter tests it: 8000.0 and True match too)."""
+    bits = bytearray(8192)
+    if all(type(p) is int for p in ports):
+        candidates: Iterable[int] = (p for p in ports if 0 <= p < 65536)
+    else:
+        candidates = (p for p in range(65536) if p in ports)
+    for p in candidates:
+        bits[p >> 3] |= 1 << (p & 7)
+    return bytes(bits)
+
+
+def _analyse_native(mod: Any, stream: BinaryIO, source: str, ports: frozenset) -> DnsTraffic:
+    """analyse_capture by the C scanner (raises NativeFallback for what it refuses)."""
+    return _result(*_scan_native(mod, stream, ports), source, ports)
+
+
+def _traffic_of(scan: Any, source: str, ports: frozenset) -> DnsTraffic:
+    """The DnsTraffic of a finished scanner (tests feed one directly)."""
+    return _result(*_state_of(scan), source, ports)
+
+
+def _result(an: Analyser, stats: CaptureStats, error: CaptureError | None, source: str,
+            ports: frozenset) -> DnsTraffic:
+    """``result``, raising as analyse_capture's Python loop does when nothing was read."""
+    if error is not None and stats.records == 0 and error.offset <= 24:
+        raise error
+    return an.result(source, stats, ports, error)
+
+
+def _scan_native(mod: Any, stream: BinaryIO,
+                 ports: frozenset) -> tuple[Analyser, CaptureStats, CaptureError | None]:
+    """The Analyser, stats and CaptureError the Python loop would leave, by the C scanner.
+
+    Chunks are read into one reused buffer (a record is at most 16 + MAX_CAPLEN bytes, so
+    the kept tail plus a CHUNK always fit) -- not mmap: as fast to within ~13 ms on 132 MiB,
+    but a capture file truncated while mapped (tcpdump -C/-W rotation) would SIGBUS the
+    process, and the mapping's pages would count in RSS. Raises NativeFallback, before any
+    record is used, for input the scanner leaves to the Python path."""
+    scan = mod.Scanner(_port_bits(ports), not ports, os.urandom(16))
+    buf = bytearray(CHUNK + 16 + MAX_CAPLEN)
+    readinto = getattr(stream, "readinto", None)
+    have = 0
+    try:
+        with memoryview(buf) as whole:
+            while True:
+                # CHUNK per read, as the Python path's first read: a refused file has had
+                # the same bytes read (a recorded bundle holds no more of it)
+                if readinto is not None:
+                    with whole[have:have + CHUNK] as part:
+                        got = readinto(part) or 0
+                else:
+                    block = stream.read(min(CHUNK, len(buf) - have)) or b""
+                    got = len(block)
+                    whole[have:have + got] = block
+                have += got
+                used = scan.feed(buf, have, got == 0)
+                if used < 0:
+                    break
+                if used:
+                    whole[:have - used] = whole[used:have]  # the cut record, to the front
+                    have -= used
+    except mod.Fallback:
+        raise NativeFallback() from None
+    return _state_of(scan)
+
+
+def _state_of(scan: Any) -> tuple[Analyser, CaptureStats, CaptureError | None]:
+    """The Analyser, stats and CaptureError of a finished scanner."""
+    st = scan.result()
+    stats = CaptureStats()
+    stats.format = "pcap"
+    stats.records, stats.kept, stats.bytes = st["records"], st["kept"], st["bytes"]
+    stats.linktypes.add(st["linktype"])
+    error = _capture_error(*st["error"], n=stats.records) if st["error"] is not None else None
+    return _analyser_from(st), stats, error
+
+
+def _capture_error(kind: int, offset: int, a: int, b: int, n: int) -> CaptureError:
+    """The CaptureError pcapread._pcap raises for the scanner's error code (same text)."""
+    if kind == 1:
+        return CaptureError(offset, T("truncated record header after {n} packets", n=n))
+    if kind == 2:
+        return CaptureError(offset, T("corrupt record header (captured length {caplen} > "
+                                      "{limit}) after {n} packets", caplen=a, limit=b, n=n))
+    return CaptureError(offset, T("truncated packet record ({caplen} bytes announced, {left} "
+                                  "present) after {n} packets", caplen=a, left=b, n=n))
+
+
+def _analyser_from(st: dict) -> Analyser:
+    """An Analyser holding the scanner's final state, in the scanner's insertion orders.
+
+    The scanner already ran the final sweep of ``result``, so ``pending`` is empty and the
+    sweep ``result`` runs again changes nothing."""
+    an = Analyser(cache=False)
+    an.first, an.last = st["first"], st["last"]
+    an.dns_messages, an.malformed, an.syns = st["dns_messages"], st["malformed"], st["syns"]
+    an.dropped_clients, an._rng, an.next_sweep = st["dropped_clients"], st["rng"], st["next_sweep"]
+    for addr, counters, qtypes, lat, targets, names in st["clients"]:
+        c = _Client()
+        for k, v in counters.items():
+            setattr(c, k, v)
+        c.qtypes = dict(qtypes)
+        c.lat = lat
+        c.targets = {(a, port): n for a, port, n in targets}
+        for name, queries, nx, servfail, answered, last, last_a, last_aaaa in names:
+            nm = c.names[name] = _Name()
+            nm.queries, nm.nx, nm.servfail, nm.answered = queries, nx, servfail, answered
+            nm.last, nm.last_a, nm.last_aaaa = last, last_a, last_aaaa
+        an.clients[addr] = c
+    an.addr_names = {a: set(names) for a, names in st["addr_names"]}
+    return an
