@@ -8,18 +8,26 @@ from __future__ import annotations
 
 import atexit
 import gc
-import os
-import shlex
-import sys
-from typing import Any
 
-import click
+# The youngest generation is examined every 700 new container objects by default; loading
+# the CLI and the checks and running them makes ~100k and almost no cycles, so those passes
+# found nothing and cost ~5 ms of `demo --json`. Every 10 000 keeps cyclic garbage as
+# bounded (a few MiB at most) at a fourteenth of the passes; the TUI and exporter too.
+# Set before the imports below, which make most of those objects.
+gc.set_threshold(10_000, *gc.get_threshold()[1:])
 
-from . import __version__
-from .cli_common import _die, build_options, default_lang, input_options
-from .i18n import Msg, T, tr, tt
-from .errors import DoctorError, SourceError, SourceMissing, UsageError
-from .opening import demo_host, open_host  # noqa: F401  (tests open hosts through the CLI)
+import os  # noqa: E402
+import shlex  # noqa: E402
+import sys  # noqa: E402
+from typing import Any  # noqa: E402
+
+import click  # noqa: E402
+
+from . import __version__  # noqa: E402
+from .cli_common import _die, build_options, default_lang, input_options  # noqa: E402
+from .i18n import Msg, T, tr, tt  # noqa: E402
+from .errors import DoctorError, SourceError, SourceMissing, UsageError  # noqa: E402
+from .opening import demo_host, open_host  # noqa: F401,E402  (tests open hosts through the CLI)
 
 # At exit the interpreter's last collections walk every object a run made (~20 ms after
 # `demo --json`, 8 % of it); moved to the permanent generation they are skipped, and the
@@ -119,10 +127,40 @@ def _arg_lang(args: list[str]) -> str:
     return default_lang()
 
 
+# Subcommands that live in their own modules (each module's COMMANDS), by name: a module is
+# imported when one of its commands runs or help lists them, not by `check` or `demo`
+# (~4 ms of their start). They import cli_common, never this module.
+_ELSEWHERE = {"explain": "cli_kb", "kb": "cli_kb", "triage": "cli_kb", "fix": "cli_fix",
+              "export-root": "cli_fix", "exporter": "cli_exporter", "diff": "cli_fleet",
+              "fleet": "cli_fleet"}
+
+
 class _Group(click.Group):
     """Every command's errors end as one line on stderr and exit 2, never a traceback:
     bad inputs (DoctorError, OSError, ValueError) say what was wrong; anything else is an
-    internal error. ``ASCEND_DOCTOR_DEBUG=1`` lets the exception (and traceback) through."""
+    internal error. ``ASCEND_DOCTOR_DEBUG=1`` lets the exception (and traceback) through.
+    The commands of _ELSEWHERE are loaded on first use."""
+
+    def list_commands(self, ctx: click.Context | None) -> list[str]:
+        return sorted({*self.commands, *_ELSEWHERE})
+
+    def get_command(self, ctx: click.Context | None, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _ELSEWHERE:
+            self._load(_ELSEWHERE[cmd_name])
+        return self.commands.get(cmd_name)
+
+    def all_commands(self) -> dict[str, click.Command]:
+        """Every command by name, the ones of _ELSEWHERE loaded."""
+        for module in sorted(set(_ELSEWHERE.values())):
+            self._load(module)
+        return self.commands
+
+    def _load(self, module: str) -> None:
+        import importlib
+
+        for cmd in importlib.import_module(f"{__package__}.{module}").COMMANDS:
+            if cmd.name not in self.commands:
+                self.add_command(cmd)
 
     def invoke(self, ctx: click.Context) -> Any:
         # read before click hands the arguments to the subcommand (it empties these)
@@ -398,14 +436,6 @@ def _launch_tui(demo: bool, options, root: str | None = None, bundle: str | None
         _die(tt(options.lang, "the TUI is unavailable ({reason}); use `check` or `demo --text`",
                 reason=exc))
     run_tui(demo=demo, options=options, root=root, bundle=bundle, timeout=timeout)
-
-
-# Subcommands that live in their own modules; they import cli_common, never this module.
-from . import cli_exporter, cli_fix, cli_fleet, cli_kb  # noqa: E402
-
-for _module in (cli_kb, cli_fix, cli_exporter, cli_fleet):
-    for _cmd in _module.COMMANDS:
-        main.add_command(_cmd)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -174,3 +174,32 @@ def test_collect_without_output_writes_a_dated_bundle_and_says_what_to_do(sysroo
     digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
     assert f"sha256 {digest}" in r.stderr and f"size {bundle.stat().st_size} bytes" in r.stderr
     assert f"ascend-doctor check --bundle {bundle.name}" in r.stderr
+
+
+def test_subcommands_of_other_modules_load_on_first_use():
+    """`demo` and `check` do not import the kb/fix/exporter/fleet command modules; the
+    name map in cli.py matches each module's COMMANDS, and help lists every command."""
+    import importlib
+    import subprocess
+    import sys
+
+    from ascend_doctor import cli
+
+    for name, module in cli._ELSEWHERE.items():
+        cmds = {c.name for c in importlib.import_module(f"ascend_doctor.{module}").COMMANDS}
+        assert name in cmds, (name, module)
+    declared = {(m, c.name) for m in set(cli._ELSEWHERE.values())
+                for c in importlib.import_module(f"ascend_doctor.{m}").COMMANDS}
+    assert declared == {(m, n) for n, m in cli._ELSEWHERE.items()}
+    code = ("import sys; sys.argv = ['ascend-doctor', 'demo', '--json']\n"
+            "from ascend_doctor.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[-1] in "
+            "('cli_kb', 'cli_fix', 'cli_exporter', 'cli_fleet')), file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr[-500:]
+    helped = subprocess.run([sys.executable, "-m", "ascend_doctor", "--help"],
+                            capture_output=True, text=True, timeout=60).stdout
+    for name in cli._ELSEWHERE:
+        assert f"\n  {name} " in helped, name

@@ -17,7 +17,8 @@ def commands(cmd: click.Command = main, path: tuple[str, ...] = ("ascend-doctor"
              ) -> Iterator[tuple[tuple[str, ...], click.Command]]:
     yield path, cmd
     if isinstance(cmd, click.Group):
-        for name, sub in sorted(cmd.commands.items()):
+        subs = cmd.all_commands() if cmd is main else cmd.commands
+        for name, sub in sorted(subs.items()):
             yield from commands(sub, path + (name,))
 
 
@@ -59,8 +60,8 @@ def _parses(example: str) -> None:
         if argv[:1] != ["ascend-doctor"]:
             continue
         cmd, args, i = main, argv[1:], 1
-        while isinstance(cmd, click.Group) and args and args[0] in cmd.commands:
-            cmd, args = cmd.commands[args[0]], args[1:]
+        while isinstance(cmd, click.Group) and args and cmd.get_command(None, args[0]):
+            cmd, args = cmd.get_command(None, args[0]), args[1:]
         if isinstance(cmd, click.Group) and args and not args[0].startswith("-"):
             if args[0] != "COMMAND":
                 raise AssertionError(f"{example}: no subcommand {args[0]!r}")

@@ -87,7 +87,7 @@ def test_monitor_config_matches_npd_and_the_cli():
             assert rule["condition"] in conditions
         assert rule["path"].endswith("/ascend-doctor")
         args = rule["args"]
-        ctx = main.commands[args[0]].make_context(args[0], list(args[1:]))
+        ctx = main.get_command(None, args[0]).make_context(args[0], list(args[1:]))
         assert ctx.params["npd"] is True
         # every check's budget fits in NPD's timeout for the whole plugin run
         assert ctx.params["timeout"] < int(rule["timeout"].rstrip("m")) * 60

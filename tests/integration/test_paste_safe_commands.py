@@ -24,8 +24,8 @@ def assert_runs(cmd: str) -> list[str]:
     argv = shlex.split(cmd)
     assert argv, cmd
     if argv[0] == "ascend-doctor":
-        assert len(argv) > 1 and argv[1] in cli_mod.main.commands, cmd
-        sub = cli_mod.main.commands[argv[1]]
+        assert len(argv) > 1 and argv[1] in cli_mod.main.all_commands(), cmd
+        sub = cli_mod.main.all_commands()[argv[1]]
         try:
             sub.make_context(argv[1], argv[2:])
         except click.UsageError as exc:
