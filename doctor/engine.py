@@ -144,8 +144,10 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
                 pass
 
     def worker() -> None:
-        """Run checks until none is left; one stuck past its timeout keeps its worker (as
-        it would keep a permit), so at most ``jobs`` checks run at a time."""
+        """Run checks until none is left. A check abandoned past its timeout keeps its
+        thread (blocked on a hung mount, say); a new worker takes that one's place, so
+        ``jobs`` checks still run at a time and the rest of the run goes on, and the old
+        thread ends if its check ever returns."""
         me = threading.current_thread()
         while True:
             with done:
@@ -158,12 +160,15 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
             with bound(slot.token):
                 findings = run_check(slot.spec, store)
             finish(slot, findings, time.monotonic() - slot.started)
+            if slot.token.cancelled:
+                return  # abandoned: its replacement runs the remaining checks
+
+    def start_worker() -> None:
+        threading.Thread(target=worker, name="check", daemon=True).start()
 
     # a few workers, not a thread per check: 58 thread starts cost ~5 % of `demo --json`
-    threads = [threading.Thread(target=worker, name="check", daemon=True)
-               for _ in range(min(max(1, config.jobs), len(slots)))]
-    for t in threads:
-        t.start()
+    for _ in range(min(max(1, config.jobs), len(slots))):
+        start_worker()
 
     with done:
         while len(results) < len(slots):
@@ -177,6 +182,8 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
                 if left <= 0:
                     # kills what the check started (process groups) before the run goes on
                     slot.token.cancel(T("the check timed out after {limit:g} s", limit=limit))
+                    if pending:
+                        start_worker()  # in place of the worker this check holds
                     results[slot.spec.id] = CheckResult(
                         slot.spec.id, slot.spec.title, slot.spec.category, slot.spec.tags,
                         (Finding.error(T("timed out after {limit:g} s (the check was abandoned)",

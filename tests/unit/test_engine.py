@@ -151,3 +151,37 @@ def test_requirements_read_without_get_type_hints_equal_its_result():
 
     def odd(x: "list[int]", y: "Host | None") -> None: ...
     assert facts._simple_hints(odd) is None  # anything else: get_type_hints decides
+
+
+def test_more_hung_checks_than_workers_still_end_the_run(tmp_path):
+    """Checks blocked where no cancel reaches (a read on a hung NFS mount) keep their worker
+    threads; with more of them than workers the run must still end, each one a timeout,
+    and the checks queued behind them must still run."""
+    from ascend_doctor.model import Category
+    from ascend_doctor.registry import CheckSpec
+
+    release = threading.Event()
+    reg = Registry()
+
+    def hung():
+        release.wait(30)
+
+    def fine():
+        return Finding.passed("ran")
+
+    for i in range(12):
+        reg.add_check(CheckSpec(f"t.hung{i:02d}", "hung", hung, Category.HOST))
+    reg.add_check(CheckSpec("z.after", "queued behind the hung ones", fine, Category.HOST))
+    out = []
+    runner = threading.Thread(target=lambda: out.append(
+        run(LiveHost(str(tmp_path)), None, reg, RunConfig(timeout=0.2, jobs=4))), daemon=True)
+    t0 = time.monotonic()
+    runner.start()
+    runner.join(10)  # a hang fails here instead of holding the suite
+    took = time.monotonic() - t0
+    release.set()
+    assert out, f"the run had not ended after {took:.1f} s"
+    by_id = {r.check_id: r for r in out[0].results}
+    assert all(by_id[f"t.hung{i:02d}"].status is Status.ERROR for i in range(12))
+    assert by_id["z.after"].status is Status.PASS
+    assert took < 5, took  # 12 / 4 rounds of 0.2 s and the grace, not forever
