@@ -3,11 +3,11 @@
 Why: ``dataclasses.dataclass`` compiles each generated method (``__init__``, ``__repr__``,
 ``__eq__``, ``__hash__``, a frozen class's ``__setattr__`` and ``__delattr__``) with its own
 ``exec``; for the ~110 record classes a full run imports, that was 460 compiles and about
-a fifth of ``demo --json`` (issue 16). Here ``dataclasses`` still reads the class (fields,
-defaults, ``__dataclass_fields__``, so ``fields()``, ``replace()``, ``asdict()`` and
-``is_dataclass()`` work as before) but is asked for no method. Only ``__init__`` is
-compiled (its signature is the fields'); the other methods are small closures over the
-field names, with the same behaviour.
+a fifth of ``demo --json`` (issue 16). Here the class's own annotations become the same
+``dataclasses.Field`` objects in ``__dataclass_fields__`` (so ``fields()``, ``replace()``,
+``asdict()`` and ``is_dataclass()`` work as before), the defaults go back on the class as
+dataclasses puts them, and only ``__init__`` is compiled (its signature is the fields');
+the other methods are small closures over the field names, with the same behaviour.
 
 tests/unit/test_record.py compares every method with dataclasses' own on twin classes.
 Options outside what the project uses (``order``, ``slots``, ``kw_only``, ``unsafe_hash``...)
@@ -235,12 +235,13 @@ def _collect(cls: type, own: dict[str, Any]) -> list[dataclasses.Field] | None:
     """The class's fields as dataclasses collects them (its own annotations, no bases), the
     defaults put back on the class as it does; None for a ClassVar, InitVar or KW_ONLY
     annotation, whose rules are left to dataclasses."""
-    out = []
-    for name, tp in own.get("__annotations__", {}).items():
-        text = tp if isinstance(tp, str) else getattr(tp, "__name__", None) if isinstance(
-            tp, type) else None
+    annotations = own.get("__annotations__", {})
+    for tp in annotations.values():  # all looked at before the class is touched
+        text = tp if isinstance(tp, str) else tp.__name__ if isinstance(tp, type) else None
         if text is None or "ClassVar" in text or "InitVar" in text or "KW_ONLY" in text:
             return None
+    out = []
+    for name, tp in annotations.items():
         default = own.get(name, _MISSING)
         if isinstance(default, dataclasses.Field):
             f = default
@@ -259,6 +260,6 @@ def _collect(cls: type, own: dict[str, Any]) -> list[dataclasses.Field] | None:
         f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]
         out.append(f)
     for name, value in own.items():  # a Field without an annotation is an error there too
-        if isinstance(value, dataclasses.Field) and name not in own.get("__annotations__", {}):
+        if isinstance(value, dataclasses.Field) and name not in annotations:
             raise TypeError(f"{name!r} is a field but has no type annotation")
     return out

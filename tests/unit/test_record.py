@@ -37,6 +37,9 @@ SHAPES = {
     "hashflags": "class C:\n  a: int\n  b: int = field(default=0, hash=False)\n  c: int = field(default=1, compare=False, hash=True)\n",
     "noinit": "class C:\n  a: int\n  b: int = field(default=5, init=False)\n  c: list = field(default_factory=list, init=False)\n",
     "classvar": "class C:\n  K: typing.ClassVar[int] = 3\n  a: int = 1\n",
+    # the fallback to dataclasses must see the class untouched (the factory still there)
+    "factory_then_classvar": ("class C:\n  a: list = field(default_factory=list)\n"
+                              "  K: typing.ClassVar[int] = 3\n"),
     "empty": "class C:\n  pass\n",
     "own_methods": ("class C:\n  a: int\n  def __repr__(self):\n    return 'mine'\n"
                     "  def __eq__(self, other):\n    return True\n"),
