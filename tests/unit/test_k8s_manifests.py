@@ -103,14 +103,14 @@ def test_container_args_are_real_cli_options():
 
     ds, cj = _one("daemonset.yaml"), _one("collect-cronjob.yaml")
     (c,) = _pod(ds)["spec"]["containers"]
-    sub = main.commands[c["args"][0]]
+    sub = main.get_command(None, c["args"][0])
     ctx = sub.make_context(c["args"][0], list(c["args"][1:]))
     assert ctx.params["port"] == c["ports"][0]["containerPort"]
     assert ctx.params["listen"] == "0.0.0.0"
     for probe in ("livenessProbe", "readinessProbe"):  # never /healthz: degraded != dead
         assert c[probe]["httpGet"]["path"] == "/metrics"
     (j,) = _pod(cj)["spec"]["containers"]
-    main.commands[j["args"][0]].make_context(j["args"][0], list(j["args"][1:]))
+    main.get_command(None, j["args"][0]).make_context(j["args"][0], list(j["args"][1:]))
 
 
 @pytest.mark.parametrize("name", ["daemonset.yaml", "collect-cronjob.yaml"])
