@@ -210,6 +210,18 @@ class _LazyFlat:
         return e, rx
 
 
+def _keys_ok(keys: Any, n: int) -> bool:
+    """``signature_keys``' document has one well-typed anchor and literal per signature."""
+    if not isinstance(keys, dict):
+        return False
+    anchors, literals = keys.get("anchors"), keys.get("literals")
+    return (isinstance(anchors, list) and isinstance(literals, list)
+            and len(anchors) == n and len(literals) == n
+            and all(isinstance(a, list) and len(a) == 2 and a[0] in ("word", "substring", "none")
+                    and isinstance(a[1], str) for a in anchors)
+            and all(lit is None or isinstance(lit, str) for lit in literals))
+
+
 class KnowledgeBase:
     def __init__(self, entries: Iterable[Entry]) -> None:
         self.entries: dict[str, Entry] = {}
@@ -290,8 +302,7 @@ class KnowledgeBase:
             keys = cache.load_doc("signature-keys", raw, derive,
                                   (gate.__file__, _logs.__file__, cache.__file__),
                                   kind="derived")
-            if not (isinstance(keys, dict) and len(keys.get("anchors", ())) == len(pats)
-                    and len(keys.get("literals", ())) == len(pats)):
+            if not _keys_ok(keys, len(pats)):
                 keys = derive(raw)  # a cache of another shape
             self._keys_cache = keys
         return self._keys_cache

@@ -192,7 +192,7 @@ def test_signature_keys_cached_are_the_derived_ones(xdg, monkeypatch):
     assert g.candidates("torch_npu: EngineDeadError raised") != []
 
 
-@pytest.mark.parametrize("damage", ["garbage", "wrong-shape"])
+@pytest.mark.parametrize("damage", ["garbage", "wrong-shape", "wrong-types"])
 def test_a_damaged_signature_keys_cache_is_derived_again(xdg, damage):
     from ascend_doctor.knowledge import KnowledgeBase
 
@@ -203,8 +203,12 @@ def test_a_damaged_signature_keys_cache_is_derived_again(xdg, damage):
     doc = json.loads(f.read_text())
     if damage == "garbage":
         f.write_bytes(b"\x00{not json")
-    else:  # a document of the right key whose lists are one short
+    elif damage == "wrong-shape":  # a document of the right key whose lists are one short
         doc["doc"]["anchors"] = doc["doc"]["anchors"][:-1]
+        f.write_text(json.dumps(doc))
+    else:  # the right lengths, values of other types
+        doc["doc"]["literals"][0] = 7
+        doc["doc"]["anchors"][0] = ["regex", 1]
         f.write_text(json.dumps(doc))
     assert KnowledgeBase(entries).signature_keys() == want
 
