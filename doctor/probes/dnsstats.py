@@ -19,6 +19,7 @@ import os
 from typing import Any, BinaryIO, Iterable
 
 from ..i18n import T
+from ..native import NativeFallback, load, read_into
 from ..record import dataclass, field
 from .dnswire import QTYPES, DnsFormatError, DnsMessage, parse_dns, parse_dns_tcp
 from .pcapread import (CHUNK, KIND_DNS_TCP, KIND_SYN, MAX_CAPLEN, CaptureError, CaptureStats,
@@ -400,20 +401,9 @@ def analyse_capture(stream: BinaryIO, source: str, service_ports: Iterable[int] 
 
 
 # -- the optional C path (doctor/_dnsscan.c) --------------------------------------------------
-class NativeFallback(Exception):
-    """The C scanner does not handle this input: read it again with the Python path."""
-
-
 def _native() -> Any:
-    """The C scanner when it was built and not ruled out, else None (the Python path gives
-    the same results; ASCEND_DOCTOR_PCAP_ENGINE=python rules the C out, e.g. to compare)."""
-    if os.environ.get("ASCEND_DOCTOR_PCAP_ENGINE") == "python":
-        return None
-    try:
-        from .. import _dnsscan
-    except ImportError:  # built without a compiler
-        return None
-    return _dnsscan
+    """The C scanner (doctor/_dnsscan.c) when it was built and not ruled out, else None."""
+    return load("_dnsscan", "ASCEND_DOCTOR_PCAP_ENGINE")
 
 
 def _start(stream: BinaryIO) -> int | None:
@@ -466,27 +456,19 @@ def _scan_native(mod: Any, stream: BinaryIO,
     record is used, for input the scanner leaves to the Python path."""
     scan = mod.Scanner(_port_bits(ports), not ports, os.urandom(16))
     buf = bytearray(CHUNK + 16 + MAX_CAPLEN)
-    readinto = getattr(stream, "readinto", None)
     have = 0
     try:
-        with memoryview(buf) as whole:
-            while True:
-                # CHUNK per read, as the Python path's first read: a refused file has had
-                # the same bytes read (a recorded bundle holds no more of it)
-                if readinto is not None:
-                    with whole[have:have + CHUNK] as part:
-                        got = readinto(part) or 0
-                else:
-                    block = stream.read(min(CHUNK, len(buf) - have)) or b""
-                    got = len(block)
-                    whole[have:have + got] = block
-                have += got
-                used = scan.feed(buf, have, got == 0)
-                if used < 0:
-                    break
-                if used:
-                    whole[:have - used] = whole[used:have]  # the cut record, to the front
-                    have -= used
+        while True:
+            # CHUNK per read, as the Python path's first read: a refused file has had the
+            # same bytes read (a recorded bundle holds no more of it)
+            got = read_into(stream, buf, have, CHUNK)
+            have += got
+            used = scan.feed(buf, have, got == 0)
+            if used < 0:
+                break
+            if used:
+                buf[:have - used] = buf[used:have]  # the cut record, to the front
+                have -= used
     except mod.Fallback:
         raise NativeFallback() from None
     return _state_of(scan)

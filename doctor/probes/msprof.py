@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import posixpath
 import re
 from operator import itemgetter
@@ -24,6 +23,7 @@ from ..errors import ParseError, SourceError, SourceMissing, describe
 from ..i18n import T
 from ..host import Host
 from ..inputs import user_files
+from ..native import NativeFallback, load, read_into
 from ..options import RunOptions
 from ..record import dataclass, field
 from ..registry import provider
@@ -228,31 +228,9 @@ OP_BLOCK = 4 << 20  # bytes per read of the C scanner
 OP_CARRY = 64 << 20  # a record longer than this goes to the Python path (it holds a line too)
 
 
-def _read_into(raw: BinaryIO, buf: bytearray, at: int) -> int:
-    """Bytes read from ``raw`` into ``buf[at:]``, at most OP_BLOCK (0 at the end)."""
-    size = min(len(buf) - at, OP_BLOCK)
-    readinto = getattr(raw, "readinto", None)
-    if readinto is not None:
-        with memoryview(buf) as whole, whole[at:at + size] as part:
-            return readinto(part) or 0
-    block = raw.read(size)
-    buf[at:at + len(block)] = block
-    return len(block)
-
-
-class NativeFallback(Exception):
-    """The C scanner does not handle this input: read it again with the Python path."""
-
-
 def _native():
     """The C scanner (doctor/_opscan.c) when it was built and not ruled out, else None."""
-    if os.environ.get("ASCEND_DOCTOR_CSV_ENGINE") == "python":
-        return None
-    try:
-        from .. import _opscan
-    except ImportError:  # built without a compiler: the Python path gives the same results
-        return None
-    return _opscan
+    return load("_opscan", "ASCEND_DOCTOR_CSV_ENGINE")
 
 
 def parse_op_bytes(raw: BinaryIO, acc: ProfileAcc, source: str = "op_summary") -> int:
@@ -273,7 +251,7 @@ def parse_op_bytes(raw: BinaryIO, acc: ProfileAcc, source: str = "op_summary") -
             if len(buf) >= OP_CARRY:
                 raise NativeFallback(source)
             buf.extend(bytes(len(buf)))
-        got = _read_into(raw, buf, have)
+        got = read_into(raw, buf, have, OP_BLOCK)
         final = got == 0
         have += got
 
