@@ -23,7 +23,7 @@ from ..native import NativeFallback, load, read_into
 from ..record import dataclass, field
 from .dnswire import QTYPES, DnsFormatError, DnsMessage, parse_dns, parse_dns_tcp
 from .pcapread import (CHUNK, KIND_DNS_TCP, KIND_SYN, MAX_CAPLEN, CaptureError, CaptureStats,
-                       Packet, iter_packets)
+                       Packet, iter_packets, record_error)
 
 WINDOW_S = 1.0  # a SYN within this long after a lookup of its name counts as "resolved per request"
 TIMEOUT_S = 5.0  # a query unanswered this long is "unanswered"
@@ -394,10 +394,10 @@ def analyse_capture(stream: BinaryIO, source: str, service_ports: Iterable[int] 
         for p in iter_packets(stream, ports, stats, fast=fast):
             an.add(p)
     except CaptureError as exc:
-        if not stats.format or (stats.records == 0 and exc.offset <= 24):
-            raise
-        return an.result(source, stats, ports, exc)
-    return an.result(source, stats, ports)
+        if not stats.format:
+            raise  # not a capture at all
+        return _result(an, stats, exc, source, ports)
+    return _result(an, stats, None, source, ports)
 
 
 # -- the optional C path (doctor/_dnsscan.c) --------------------------------------------------
@@ -439,7 +439,8 @@ def _traffic_of(scan: Any, source: str, ports: frozenset) -> DnsTraffic:
 
 def _result(an: Analyser, stats: CaptureStats, error: CaptureError | None, source: str,
             ports: frozenset) -> DnsTraffic:
-    """``result``, raising as analyse_capture's Python loop does when nothing was read."""
+    """``result``, or the CaptureError when it stopped the capture before any record (a
+    header that is all there is: nothing was read); both paths end here."""
     if error is not None and stats.records == 0 and error.offset <= 24:
         raise error
     return an.result(source, stats, ports, error)
@@ -481,19 +482,11 @@ def _state_of(scan: Any) -> tuple[Analyser, CaptureStats, CaptureError | None]:
     stats.format = "pcap"
     stats.records, stats.kept, stats.bytes = st["records"], st["kept"], st["bytes"]
     stats.linktypes.add(st["linktype"])
-    error = _capture_error(*st["error"], n=stats.records) if st["error"] is not None else None
+    error = None
+    if st["error"] is not None:  # (kind, offset, caplen, limit or bytes present)
+        kind, offset, caplen, other = st["error"]
+        error = record_error(kind, offset, stats.records, caplen, other)
     return _analyser_from(st), stats, error
-
-
-def _capture_error(kind: int, offset: int, a: int, b: int, n: int) -> CaptureError:
-    """The CaptureError pcapread._pcap raises for the scanner's error code (same text)."""
-    if kind == 1:
-        return CaptureError(offset, T("truncated record header after {n} packets", n=n))
-    if kind == 2:
-        return CaptureError(offset, T("corrupt record header (captured length {caplen} > "
-                                      "{limit}) after {n} packets", caplen=a, limit=b, n=n))
-    return CaptureError(offset, T("truncated packet record ({caplen} bytes announced, {left} "
-                                  "present) after {n} packets", caplen=a, left=b, n=n))
 
 
 def _analyser_from(st: dict) -> Analyser:

@@ -41,6 +41,24 @@ class CaptureError(Exception):
         self.packets = packets
 
 
+# The record-level errors of a classic pcap, by kind: the C scanner (doctor/_dnsscan.c)
+# reports these kinds with the same numbers, and both become the same CaptureError here.
+TRUNCATED_HEADER, CORRUPT_HEADER, TRUNCATED_RECORD = 1, 2, 3
+
+
+def record_error(kind: int, offset: int, n: int, caplen: int = 0, other: int = 0) -> CaptureError:
+    """The CaptureError of a bad record after ``n`` packets; ``other`` is the length limit
+    (CORRUPT_HEADER) or the bytes present (TRUNCATED_RECORD)."""
+    if kind == TRUNCATED_HEADER:
+        return CaptureError(offset, T("truncated record header after {n} packets", n=n))
+    if kind == CORRUPT_HEADER:
+        return CaptureError(offset, T("corrupt record header (captured length {caplen} > "
+                                      "{limit}) after {n} packets", caplen=caplen, limit=other,
+                                      n=n))
+    return CaptureError(offset, T("truncated packet record ({caplen} bytes announced, {left} "
+                                  "present) after {n} packets", caplen=caplen, left=other, n=n))
+
+
 class Packet(NamedTuple):
     ts: float
     kind: int  # KIND_DNS_UDP | KIND_DNS_TCP | KIND_SYN
@@ -276,25 +294,19 @@ def _pcap(buf: _Buf, magic: bytes, keep, stats: CaptureStats,
                 data, pos = buf.data, buf.pos
                 if not ok:
                     if buf.left():
-                        raise CaptureError(buf.offset, T("truncated record header after {n} packets",
-                                                             n=n))
+                        raise record_error(TRUNCATED_HEADER, buf.offset, n)
                     return
             caplen, origlen = lens(data, pos + 8)
             if caplen > limit or caplen > origlen:
                 buf.pos = pos
-                raise CaptureError(buf.offset, T("corrupt record header (captured length {caplen} > "
-                                                     "{limit}) after {n} packets", caplen=caplen,
-                                                     limit=min(limit, origlen), n=n))
+                raise record_error(CORRUPT_HEADER, buf.offset, n, caplen, min(limit, origlen))
             end = pos + 16 + caplen
             if end > len(data):
                 buf.pos = pos
                 ok = buf.need(16 + caplen)
                 data, pos = buf.data, buf.pos
                 if not ok:
-                    raise CaptureError(buf.offset, T("truncated packet record ({caplen} bytes "
-                                                         "announced, {left} present) after {n} "
-                                                         "packets", caplen=caplen,
-                                                         left=buf.left() - 16, n=n))
+                    raise record_error(TRUNCATED_RECORD, buf.offset, n, caplen, buf.left() - 16)
                 end = pos + 16 + caplen
             if fast:
                 o = pos + 16 + l3off
