@@ -273,7 +273,7 @@ class KnowledgeBase:
             flat = _LazyFlat([(e, k) for e in self.entries.values()
                               for k in range(len(e.signatures))])
             anchors = [Anchor(kind, text) for kind, text in self.signature_keys()["anchors"]]
-            self._flat_cache = (flat, Gate([e.signatures[k] for e, k in flat.refs], anchors))
+            self._flat_cache = (flat, Gate(self.signatures(), anchors))
         return self._flat_cache
 
     def signatures(self) -> list[str]:

@@ -52,9 +52,7 @@ def match_file(kb, fh, size: int | None, result: LogScan, engine=None) -> list[_
 
 def prefilter(kb) -> LinePrefilter:
     """The literal prefilter over every KB signature, from the literals the KB keeps."""
-    keys = getattr(kb, "signature_keys", None)
-    pats = [p for e in kb.entries.values() for p in e.signatures]
-    return LinePrefilter(pats, keys()["literals"] if keys else None)
+    return LinePrefilter(kb.signatures(), kb.signature_keys()["literals"])
 
 
 def match_numbered(kb, candidates: Iterable[tuple[int, str]]) -> list[_Acc]:
