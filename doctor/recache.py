@@ -26,7 +26,7 @@ from typing import Any
 
 from . import usercache
 
-FORMAT = 1
+FORMAT = 2  # 2: the code as hex
 MAX_ENTRIES = 2048  # a CLI run meets ~250 patterns, the TUI more; far above any real union
 MAX_BYTES = 8 << 20
 
@@ -61,22 +61,43 @@ def _key(pattern: str | bytes, flags: int) -> tuple[str, str, int]:
     return ("s", pattern, int(flags))
 
 
+_ITEMSIZE = 4  # _sre's code unit (SRE_CODE, 32 bits)
+
+
+def _code_type() -> str | None:
+    """The array type code of a 32-bit unsigned int here, None if there is none."""
+    from array import array
+
+    return next((t for t in ("I", "L") if array(t).itemsize == _ITEMSIZE), None)
+
+
+def _row(key: tuple[str, str, int], value: tuple[int, list[int], int, dict[str, int]]) -> list:
+    """A table entry as the file stores it: the code as hex of native 32-bit words, which
+    JSON decodes as one string instead of ~100 numbers per pattern."""
+    from array import array
+
+    final, code, groups, names = value
+    return [*key, final, array(_code_type(), code).tobytes().hex(), groups, names]
+
+
 def _entry(row: Any) -> tuple[tuple[str, str, int], tuple[int, list[int], int, dict[str, int]]]:
     """One stored row checked and split into (key, value); ValueError when it is not one of
     ours. Group names must number 1..groups, so the index → name table built from them
     has a slot for every group ``_sre`` may report."""
     if not isinstance(row, list) or len(row) != 7:
         raise ValueError("row shape")
-    kind, pattern, flags, final, code, groups, names = row
+    kind, pattern, flags, final, code_hex, groups, names = row
     if kind not in ("s", "b") or not isinstance(pattern, str):
         raise ValueError("pattern")
     if kind == "b" and any(ord(c) > 255 for c in pattern):
         raise ValueError("bytes pattern")
     if not all(type(x) is int for x in (flags, final, groups)) or not 0 <= groups < 10_000:
         raise ValueError("numbers")
-    if not isinstance(code, list) or not all(type(x) is int and 0 <= x < 1 << 32
-                                             for x in code):
+    if not isinstance(code_hex, str) or len(code_hex) % (2 * _ITEMSIZE):
         raise ValueError("code")
+    from array import array
+
+    code = array(_code_type(), bytes.fromhex(code_hex)).tolist()  # ValueError if not hex
     if not isinstance(names, dict) or not all(
             isinstance(k, str) and type(i) is int and 1 <= i <= groups
             for k, i in names.items()):
@@ -85,8 +106,10 @@ def _entry(row: Any) -> tuple[tuple[str, str, int], tuple[int, list[int], int, d
 
 
 def _load(name: str) -> dict:
+    """The stored rows by key, as read: each is checked by ``_entry`` only when its
+    pattern is compiled (a run uses about half of them)."""
     raw = usercache.read_private(name, MAX_BYTES)
-    if raw is None:
+    if raw is None or _code_type() is None:
         return {}
     try:
         doc = json.loads(raw.decode("utf-8"))
@@ -95,11 +118,9 @@ def _load(name: str) -> dict:
             return {}
         table = {}
         for row in doc["entries"][:MAX_ENTRIES]:
-            try:
-                k, v = _entry(row)
-            except ValueError:
-                continue  # a damaged row costs only its own compile
-            table[k] = v
+            if isinstance(row, list) and len(row) == 7 and isinstance(row[1], str) \
+                    and type(row[2]) is int and row[0] in ("s", "b"):
+                table[(row[0], row[1], row[2])] = row
         return table
     except (ValueError, RecursionError, UnicodeDecodeError):
         return {}
@@ -141,10 +162,12 @@ def _make(comp: Any, orig: Any) -> Any:
         value = table.get(key)
         if value is not None:
             try:
+                if isinstance(value, list):  # as read from the file: checked on first use
+                    value = table[key] = _entry(value)[1]
                 pat = _build(p, value)
                 _state["used"].add(key)
                 return pat
-            except Exception:  # refused by _sre (damaged code): compile as ever
+            except Exception:  # a damaged row, or code _sre refuses: compile as ever
                 table.pop(key, None)
         ref = orig(p, flags)
         value = entry_for(comp, p, flags, ref)
@@ -165,7 +188,7 @@ def install() -> bool:
     comp = _compiler()
     name = cache_name()
     # without a place to keep them, a miss would cost a second compile on every run
-    if comp is None or name is None or not usercache.enabled() \
+    if comp is None or name is None or _code_type() is None or not usercache.enabled() \
             or usercache.cache_dir(create=True) is None:
         return False
     _state.update(orig=comp.compile, name=name, table=_load(name), new={}, used=set())
@@ -199,7 +222,8 @@ def _save() -> bool:
         return False
     table, used = dict(_state["table"]), set(_state["used"])  # workers may still compile
     keys = list(table) if len(table) <= MAX_ENTRIES else [k for k in table if k in used]
-    rows = [[k[0], k[1], k[2], *table[k][:3], table[k][3]] for k in keys[:MAX_ENTRIES]]
+    rows = [v if isinstance(v, list) else _row(k, v)  # a row never used goes back as read
+            for k, v in ((k, table[k]) for k in keys[:MAX_ENTRIES])]
     try:
         # ASCII escapes: a str pattern may hold lone surrogates (a range such as
         # [\ud800-\udfff]), which UTF-8 cannot encode but a JSON \u escape round-trips

@@ -125,12 +125,12 @@ def test_damaged_rows_cost_only_their_compile(xdg):
     doc = json.loads(path.read_text())
     rows = doc["entries"]
     bad = [list(r) for r in rows]
-    bad[0][4] = [99999, 1, 2]                      # SRE code _sre refuses
+    bad[0][4] = recache._row(("s", "", 0), (0, [99999, 1, 2], 0, {}))[4]  # code _sre refuses
     bad[1][5] = 10**6                              # a group count out of bounds
     bad[2][6] = {"x": 0}                           # a group numbered 0
     bad[3] = bad[3][:5]                            # a short row
-    bad[4][4] = [1.5, 2]                           # not ints
-    bad[5][1] = 7                                  # not a pattern string
+    bad[4][4] = "zz" + bad[4][4][2:]               # not hex
+    bad[5][4] = bad[5][4][:-2]                     # not whole words
     doc["entries"] = bad + [["s", "never asked", 0, 0, [], 0, {}], "junk", None]
     path.write_text(json.dumps(doc))
     os.chmod(path, 0o600)
@@ -200,7 +200,7 @@ def test_a_kept_entry_rebuilds_re_own_pattern(pattern, flags, text):
     ref = re.compile(pattern, flags)
     value = recache.entry_for(comp, pattern, flags, ref)
     assert value is not None
-    row = json.loads(json.dumps([["s", pattern, flags, *value[:3], value[3]]], ensure_ascii=True))
+    row = json.loads(json.dumps([recache._row(("s", pattern, flags), value)], ensure_ascii=True))
     key, stored = recache._entry(row[0])
     assert key == ("s", pattern, flags)
     built = recache._build(pattern, stored)
