@@ -1,4 +1,4 @@
-"""``dataclass`` with one compile per class: a faster start for the same classes.
+"""``dataclass`` with at most one compile per class: a faster start for the same classes.
 
 Why: ``dataclasses.dataclass`` compiles each generated method (``__init__``, ``__repr__``,
 ``__eq__``, ``__hash__``, a frozen class's ``__setattr__`` and ``__delattr__``) with its own
@@ -6,8 +6,10 @@ Why: ``dataclasses.dataclass`` compiles each generated method (``__init__``, ``_
 a fifth of ``demo --json`` (issue 16). Here the class's own annotations become the same
 ``dataclasses.Field`` objects in ``__dataclass_fields__`` (so ``fields()``, ``replace()``,
 ``asdict()`` and ``is_dataclass()`` work as before), the defaults go back on the class as
-dataclasses puts them, and only ``__init__`` is compiled (its signature is the fields');
-the other methods are small closures over the field names, with the same behaviour.
+dataclasses puts them, and only ``__init__`` is compiled (its signature is the fields'),
+once per *shape* of class and then renamed (``_init``: the 110 classes have 41 shapes, and
+110 compiles were ~18 ms of a run); the other methods are small closures over the field
+names, with the same behaviour.
 
 tests/unit/test_record.py compares every method with dataclasses' own on twin classes.
 Options outside what the project uses (``order``, ``slots``, ``kw_only``, ``unsafe_hash``...)
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import keyword
 from _thread import get_ident
 from operator import attrgetter
 from typing import Any, Callable
@@ -138,7 +141,114 @@ def _param(f: dataclasses.Field) -> str:
 
 
 def _init(cls: type, flds: list[dataclasses.Field], frozen: bool) -> Callable:
-    """``__init__``, the one method compiled: its signature is the fields'."""
+    """``__init__``, the one method compiled: its signature is the fields'.
+
+    Why a template: up to names, the code of ``__init__`` depends only on the class's
+    *shape* (frozen, ``__post_init__``, each field's kind); default values are in
+    ``__defaults__`` and the globals, not in the code. Each shape is compiled once with
+    placeholder names (``_template``) and renamed here with ``CodeType.replace``: the code
+    ``_init_exec`` compiles, but for the columns in ``co_positions()`` (tests/unit/
+    test_record.py). What the renaming cannot vouch for goes to ``_init_exec``."""
+    names: dict[str, Any] = {"_obj": object, "_FACTORY": _FACTORY}
+    kinds, real, defaults = [], [], []
+    for f in flds:
+        name = f.name
+        if (name in _NOT_PARAM or not name.isascii() or not name.isidentifier()
+                or name.startswith("_dflt_")):
+            return _init_exec(cls, flds, frozen)  # its SyntaxError (or NFKC name), not ours
+        d = "_dflt_" + name
+        if f.default_factory is not _MISSING:
+            names[d] = f.default_factory
+            if f.init:
+                kinds.append("f")
+                defaults.append(_FACTORY)
+            else:
+                kinds.append("n")
+        elif f.init:
+            if f.default is not _MISSING:
+                names[d] = f.default
+                defaults.append(f.default)
+            elif defaults:  # _init_exec raises the error
+                return _init_exec(cls, flds, frozen)
+            kinds.append("v")
+        else:
+            continue  # init=False with a plain default: the class attribute serves
+        real.append(name)
+    post = hasattr(cls, "__post_init__")
+    key = (frozen, post, "".join(kinds))
+    template = _TEMPLATES.get(key, _MISSING)
+    if template is _MISSING:
+        template = _TEMPLATES[key] = _template(frozen, post, key[2])
+    if template is None:
+        return _init_exec(cls, flds, frozen)
+    code, placeholders, globals_ = template
+    # placeholder i -> field i, in every role: parameter, attribute, its name as a constant
+    # (frozen); "_dflt_" + placeholder i -> its global. Only the template's own strings are
+    # looked up, so a field named like a placeholder is renamed like any other.
+    ren = dict(zip(placeholders, real))
+    ren.update(zip(globals_, ["_dflt_" + r for r in real]))
+    co_names = tuple([ren.get(x, x) for x in code.co_names])
+    if len(set(co_names)) != len(co_names):  # a field named like a name the code uses
+        return _init_exec(cls, flds, frozen)  # (__post_init__): compile would share it
+    code = code.replace(co_names=co_names,
+                        co_varnames=tuple([ren.get(x, x) for x in code.co_varnames]),
+                        co_consts=tuple([ren.get(x, x) if x.__class__ is str else x
+                                         for x in code.co_consts]))
+    names["__builtins__"] = builtins.__dict__  # what exec adds
+    fn = _FunctionType(code, names, None, tuple(defaults) or None)
+    fn.__annotations__ = {f.name: f.type for f in flds if f.init} | {"return": None}
+    return fn
+
+
+_FunctionType = type(_init)
+# compile refuses these as parameters (_init_exec raises its SyntaxError), or a parameter
+# of that name would hide a name the code uses
+_NOT_PARAM = frozenset(keyword.kwlist) | {"__debug__"} | _INTERNAL
+# (frozen, __post_init__, kinds) -> (code, placeholders, their globals), or None: the
+# compiled template was not as expected, use _init_exec
+_TEMPLATES: dict[tuple[bool, bool, str], Any] = {}
+
+
+def _template(frozen: bool, post: bool, kinds: str) -> tuple[Any, list, list] | None:
+    """The ``__init__`` code of one shape, placeholder names for the fields (what
+    ``_init_exec`` writes for such fields, the defaults left out: they are not in the code).
+    Kinds: ``v`` a parameter (required or plain default), ``f`` a parameter with a
+    default_factory, ``n`` a default_factory without a parameter. None if the compiled code
+    holds the placeholders anywhere other than where the renaming expects them, or anything
+    else it does not expect (a compiler that does something new)."""
+    placeholders = [f"_f{i}" for i in range(len(kinds))]
+    globals_ = ["_dflt_" + p for p in placeholders]
+    args, body = ["self"], []
+    for p, g, k in zip(placeholders, globals_, kinds):
+        if k == "v":
+            args.append(p)
+            value = p
+        elif k == "f":
+            args.append(p)
+            value = f"{g}() if {p} is _FACTORY else {p}"
+        else:
+            value = f"{g}()"
+        body.append(f" _obj.__setattr__(self, {p!r}, {value})" if frozen
+                    else f" self.{p} = {value}")
+    if post:
+        body.append(" self.__post_init__()")
+    ns: dict[str, Any] = {}
+    exec(f"def __init__({', '.join(args)}):\n" + ("\n".join(body) or " pass"), {}, ns)
+    code = ns["__init__"].__code__
+    expected = ({"_obj", "__setattr__"} if frozen and kinds else set(placeholders)) | {
+        g for g, k in zip(globals_, kinds) if k != "v"} | (
+        {"_FACTORY"} if "f" in kinds else set()) | ({"__post_init__"} if post else set())
+    strings = [c for c in code.co_consts if c.__class__ is str]
+    if (code.co_varnames != tuple(args) or code.co_cellvars or code.co_freevars
+            or len(code.co_names) != len(expected) or set(code.co_names) != expected
+            or any(c is not None and c.__class__ is not str for c in code.co_consts)
+            or sorted(strings) != (sorted(placeholders) if frozen else [])):
+        return None
+    return code, placeholders, globals_
+
+
+def _init_exec(cls: type, flds: list[dataclasses.Field], frozen: bool) -> Callable:
+    """``__init__`` compiled for this class (what ``_init`` renames a template to be)."""
     names: dict[str, Any] = {"_obj": object, "_FACTORY": _FACTORY}
     args, body, defaulted = ["self"], [], False
     for f in flds:
