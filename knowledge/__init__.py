@@ -13,6 +13,7 @@ import re
 import sys
 from typing import Any, Iterable, Mapping
 
+from ..casefold import fold
 from ..record import dataclass, field
 
 
@@ -193,21 +194,31 @@ class Match:
 
 class _LazyFlat:
     """(entry, compiled signature) by index, compiled on first use: a log touches a few of
-    the ~200 signatures, and compiling them all costs more than scanning a small log."""
+    the ~200 signatures, and compiling them all costs more than scanning a small log.
+    ``match_lines`` takes the entry (``refs``) only for a signature that matched: a cached
+    KB rebuilds an entry when first used."""
 
-    def __init__(self, refs: list[tuple[Entry, int]]) -> None:
-        self.refs = refs
+    def __init__(self, entries: Mapping[str, Entry], refs: list[tuple[str, int]],
+                 patterns: list[str], literals: "list[str | None] | None" = None) -> None:
+        self.entries = entries
+        self.refs = refs  # (entry id, index of the signature in the entry)
+        self.patterns = patterns  # the signatures, in the same order
+        # what each needs in the folded text (``required_literal``), None: nothing known
+        self.literals = literals or [None] * len(patterns)
         self.cache: dict[int, re.Pattern[str]] = {}
 
     def __len__(self) -> int:
         return len(self.refs)
 
     def __getitem__(self, i: int) -> tuple[Entry, "re.Pattern[str]"]:
+        return self.entries[self.refs[i][0]], self.rx(i)
+
+    def rx(self, i: int) -> "re.Pattern[str]":
+        """Signature ``i`` compiled (with the flags of Entry.compiled)."""
         rx = self.cache.get(i)
-        e, k = self.refs[i]
-        if rx is None:  # the flags of Entry.compiled
-            rx = self.cache[i] = re.compile(e.signatures[k], re.IGNORECASE | re.MULTILINE)
-        return e, rx
+        if rx is None:
+            rx = self.cache[i] = re.compile(self.patterns[i], re.IGNORECASE | re.MULTILINE)
+        return rx
 
 
 def _keys_ok(keys: Any, n: int) -> bool:
@@ -224,11 +235,18 @@ def _keys_ok(keys: Any, n: int) -> bool:
 
 class KnowledgeBase:
     def __init__(self, entries: Iterable[Entry]) -> None:
-        self.entries: dict[str, Entry] = {}
+        """``entries``: Entry objects, or the cache's ``LazyEntries`` (by id, each rebuilt
+        when first used; its header holds every signature, so matching decodes none)."""
+        if hasattr(entries, "signatures") and isinstance(entries, Mapping):
+            self.entries: Mapping[str, Entry] = entries  # ids already unique
+            self._sig_lists: list[list[str]] = entries.signatures  # type: ignore[attr-defined]
+            return
+        self.entries = {}
         for e in entries:
             if e.id in self.entries:
                 raise ValueError(f"duplicate knowledge id {e.id}")
             self.entries[e.id] = e
+        self._sig_lists = [list(e.signatures) for e in self.entries.values()]
 
     def get(self, id: str) -> Entry | None:
         """An entry by id (any case) or by one of its aliases (EZ9999, 207018, ...)."""
@@ -270,15 +288,16 @@ class KnowledgeBase:
         """Every (entry, compiled signature) in entry order, and the gate over them."""
         if not hasattr(self, "_flat_cache"):
             from .gate import Anchor, Gate
-            flat = _LazyFlat([(e, k) for e in self.entries.values()
-                              for k in range(len(e.signatures))])
-            anchors = [Anchor(kind, text) for kind, text in self.signature_keys()["anchors"]]
-            self._flat_cache = (flat, Gate(self.signatures(), anchors))
+            pats, keys = self.signatures(), self.signature_keys()
+            flat = _LazyFlat(self.entries, [(i, k) for i, sigs in zip(self.entries, self._sig_lists)
+                                            for k in range(len(sigs))], pats, keys["literals"])
+            anchors = [Anchor(kind, text) for kind, text in keys["anchors"]]
+            self._flat_cache = (flat, Gate(pats, anchors))
         return self._flat_cache
 
     def signatures(self) -> list[str]:
         """Every signature, in entry order (the order of ``_flat`` and ``signature_keys``)."""
-        return [p for e in self.entries.values() for p in e.signatures]
+        return [p for sigs in self._sig_lists for p in sigs]
 
     def signature_keys(self) -> dict[str, list]:
         """Per signature (``signatures()`` order) its gate anchor ``[kind, text]`` and the
@@ -324,18 +343,28 @@ class KnowledgeBase:
         counts: dict[str, int] = {}
         span: dict[str, int] = {}  # most text of one line explained: more specific
         flat, gate = self._flat()
+        literals = flat.literals
 
         def scan(text: str) -> dict[str, int]:
             """Per entry, the matched length its signatures explain in ``text``."""
             covered: dict[str, int] = {}
             found_groups: dict[str, dict[str, str]] = {}
+            low = None
             for i in sorted(set(gate.candidates(text))):
-                e, rx = flat[i]
-                m = rx.search(text)
+                # the literal the line prefilter relies on, per signature: a signature
+                # whose literal is not in the text cannot match it (not compiled for it)
+                lit = literals[i]
+                if lit is not None:
+                    if low is None:
+                        low = fold(text)
+                    if lit not in low:
+                        continue
+                m = flat.rx(i).search(text)
                 if not m:
                     continue
-                covered[e.id] = covered.get(e.id, 0) + max(m.end() - m.start(), 1)
-                found_groups.setdefault(e.id, {}).update(
+                eid = flat.refs[i][0]  # the entry itself only when it matched
+                covered[eid] = covered.get(eid, 0) + max(m.end() - m.start(), 1)
+                found_groups.setdefault(eid, {}).update(
                     {k: v for k, v in m.groupdict().items() if v})
             for eid, g in found_groups.items():
                 groups.setdefault(eid, {}).update(g)
@@ -513,19 +542,30 @@ def parse_file(name: str, raw: bytes) -> list[Entry]:
 def load() -> KnowledgeBase:
     from . import cache  # parsed entries cached by the files' hashes (knowledge/cache.py)
 
-    files = [(n, raw) for n, raw in data_files() if n not in DATA_FILES_EXCLUDED]
     here = __file__.rsplit("/", 1)[0]
-    return KnowledgeBase(cache.load_entries(files, parse_file, Entry,
-                                            (__file__, f"{here}/cache.py", f"{here}/schema.py")))
+    # the files are keyed by their stamps, read only on a miss
+    return KnowledgeBase(cache.load_lazy(
+        lambda: [(n, raw) for n, raw in data_files() if n not in DATA_FILES_EXCLUDED],
+        parse_file, Entry, (__file__, f"{here}/cache.py", f"{here}/schema.py"),
+        paths=[(n, f"{here}/{n}") for n in _data_names() if n not in DATA_FILES_EXCLUDED]))
+
+
+def _data_names() -> list[str]:
+    from ascend_doctor.pkgdata import names
+
+    return names(__name__, __file__, ".toml")
 
 
 @functools.lru_cache(maxsize=1)
 def compat() -> dict[str, Any]:
     """The compatibility matrix (knowledge/compat.toml)."""
-    for name, raw in data_files():
-        if name == "compat.toml":
-            from . import cache  # parsed once per change of the file (knowledge/cache.py)
+    if "compat.toml" not in _data_names():
+        return {}
+    from ascend_doctor.pkgdata import read_bytes
 
-            return cache.load_doc(name, raw, lambda r: _tomllib().loads(r.decode("utf-8")),
-                                  (__file__, cache.__file__))
-    return {}
+    from . import cache  # parsed once per change of the file (knowledge/cache.py)
+
+    here = __file__.rsplit("/", 1)[0]
+    return cache.load_doc("compat.toml", lambda: read_bytes(__name__, __file__, "compat.toml"),
+                          lambda r: _tomllib().loads(r.decode("utf-8")),
+                          (__file__, cache.__file__), path=f"{here}/compat.toml")

@@ -269,6 +269,7 @@ class _HsEngine:
 
 
 HS_AFTER = 512 << 10  # bytes read before the accelerated engine is worth loading (measured)
+SMALL_BLOCK = 8 << 10  # below, the line-by-line test is faster than the engine (measured)
 
 
 def _minimal(literals: list[str]) -> list[bytes]:
@@ -358,16 +359,19 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
     # it is loaded only for a block that takes the read past HS_AFTER bytes (both engines
     # return the same lines; an explicit choice is honoured from the start)
     auto = engine is None and not os.environ.get("ASCEND_DOCTOR_SCAN_ENGINE")
-    if engine is None:
-        engine = _PyEngine(_minimal(pre.literals)) if auto else scan_engine(pre.literals)
+    if engine is None and not auto:
+        engine = scan_engine(pre.literals)
     n, read = 0, 0
     for block in _blocks(fh, size):
         read += len(block)
         if auto and read > HS_AFTER:
             engine, auto = scan_engine(pre.literals), False
         first = block.find(b"\n")
-        if pre.always or first < 0 or first >= MAX_LINE or _LONG_LINE.search(block):
-            for raw in _pieces(block):  # rare: the line-by-line path
+        # a small block (the demo's log, a pasted excerpt) is cheaper line by line than
+        # building the engine's literal list (_minimal, ~0.5 ms): the same lines either way
+        if pre.always or first < 0 or first >= MAX_LINE or (auto and len(block) < SMALL_BLOCK) \
+                or _LONG_LINE.search(block):
+            for raw in _pieces(block):  # the line-by-line path
                 n += 1
                 line = raw.decode("utf-8", "replace")
                 if "throughput" in line:
@@ -377,6 +381,8 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
                 if pre.candidate(line):
                     yield n, line
             continue
+        if engine is None:
+            engine = _PyEngine(_minimal(pre.literals))
         starts = engine.line_starts(block)
         if not block.isascii():
             pos = 0

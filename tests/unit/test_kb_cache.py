@@ -18,6 +18,11 @@ def _files() -> list[tuple[str, bytes]]:
     return [(n, raw) for n, raw in data_files() if n not in DATA_FILES_EXCLUDED]
 
 
+def _kb_files(xdg) -> list:
+    """The kb cache files (the directory also holds stamps.json)."""
+    return [p for p in (xdg / "ascend-doctor").iterdir() if p.name.startswith("kb-")]
+
+
 def _parsed(files) -> list[Entry]:
     return [e for n, raw in files for e in parse_file(n, raw)]
 
@@ -39,7 +44,7 @@ def test_hit_gives_the_same_entries_in_the_same_order(xdg):
     files = _files()
     want = _parsed(files)
     first = cache.load_entries(files, parse_file, Entry, CODE)
-    (f,) = list((xdg / "ascend-doctor").iterdir())
+    (f,) = _kb_files(xdg)
     assert f.name.startswith("kb-") and (f.stat().st_mode & 0o777) == 0o600
     assert ((xdg / "ascend-doctor").stat().st_mode & 0o777) == 0o700
     again = cache.load_entries(files, _no_parse, Entry, CODE)
@@ -70,33 +75,112 @@ def test_an_edited_file_is_a_miss(xdg):
     assert calls == [n for n, _ in files]
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "other-key", "wrong-shape"])
+def _split(f) -> tuple[dict, list[bytes]]:
+    """The kb cache file's header and entry rows (format 2: crc line, header, rows)."""
+    _, header, *rows = f.read_bytes().split(b"\n")
+    return json.loads(header), rows
+
+
+def _join(f, header: dict, rows: list[bytes]) -> None:
+    """Write a header and rows back with a crc that fits: only the content is wrong."""
+    import zlib
+
+    body = b"\n".join([json.dumps(header, ensure_ascii=False).encode(), *rows])
+    f.write_bytes(b"ascend-doctor-kb %08x\n" % zlib.crc32(body) + body)
+
+
+# damage the crc catches, and damage under a crc that fits (a file written by hand): the
+# header is checked when read, each row against the header when its entry is first used
+DAMAGE = ["truncate", "garbage", "flipped-byte", "other-key", "wrong-shape", "row-missing",
+          "header-types", "duplicate-id", "row-of-another-id", "row-not-json", "format-1"]
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
 def test_a_corrupt_cache_is_absent_and_rewritten(xdg, damage):
     files = _files()
     want = _parsed(files)
     cache.load_entries(files, parse_file, Entry, CODE)
-    (f,) = list((xdg / "ascend-doctor").iterdir())
+    (f,) = _kb_files(xdg)
     text = f.read_text()
+    header, rows = _split(f)
     if damage == "truncate":
         f.write_text(text[: len(text) // 2])
     elif damage == "garbage":
         f.write_bytes(b"\xff\xfe\x00not json")
+    elif damage == "flipped-byte":  # in a row, crc left as it was
+        raw = bytearray(f.read_bytes())
+        raw[len(raw) // 2] ^= 0x01
+        f.write_bytes(bytes(raw))
     elif damage == "other-key":
-        doc = json.loads(text)
-        doc["key"] = "0" * 32
-        f.write_text(json.dumps(doc))
-    else:
-        doc = json.loads(text)
-        doc["entries"][0]["unexpected"] = 1
+        _join(f, {**header, "key": "0" * 32}, rows)
+    elif damage == "wrong-shape":
+        row = json.loads(rows[0])
+        row["unexpected"] = 1
+        _join(f, header, [json.dumps(row).encode(), *rows[1:]])
+    elif damage == "row-missing":
+        _join(f, header, rows[:-1])
+    elif damage == "header-types":
+        _join(f, {**header, "signatures": [7, *header["signatures"][1:]]}, rows)
+    elif damage == "duplicate-id":
+        _join(f, {**header, "ids": [header["ids"][1], *header["ids"][1:]]}, rows)
+    elif damage == "row-of-another-id":
+        _join(f, header, [rows[1], rows[0], *rows[2:]])
+    elif damage == "row-not-json":
+        _join(f, header, [b"{not json", *rows[1:]])
+    else:  # the whole document of format 1, under this key
+        doc = {"format": 1, "key": header["key"], "tuples": header["tuples"],
+               "entries": [json.loads(r) for r in rows]}
         f.write_text(json.dumps(doc))
     assert cache.load_entries(files, parse_file, Entry, CODE) == want
     assert cache.read(cache.key_for(files, CODE), Entry) == want  # rewritten, usable again
 
 
+@pytest.mark.parametrize("damage", ["wrong-shape", "row-of-another-id", "row-not-json"])
+def test_a_row_that_does_not_rebuild_is_parsed_when_used(xdg, damage):
+    """Under a crc that fits, a bad row is found only when its entry is used: that entry
+    comes from the parsed TOML, and the file is rewritten."""
+    files = _files()
+    want = _parsed(files)
+    cache.load_entries(files, parse_file, Entry, CODE)
+    (f,) = _kb_files(xdg)
+    header, rows = _split(f)
+    if damage == "wrong-shape":
+        row = json.loads(rows[0])
+        del row["cause"]
+        rows = [json.dumps(row).encode(), *rows[1:]]
+    elif damage == "row-of-another-id":
+        rows = [rows[1], rows[0], *rows[2:]]
+    else:
+        rows = [b"[]", *rows[1:]]
+    _join(f, header, rows)
+    got = cache.load_lazy(files, parse_file, Entry, CODE)
+    assert isinstance(got, cache.LazyEntries)
+    assert got[want[0].id] == want[0] and list(got.values()) == want
+    assert cache.read(cache.key_for(files, CODE), Entry) == want  # rewritten
+
+
+def test_a_lazy_hit_is_the_parsed_knowledge_base(xdg):
+    """The same entries, ids, order, signatures and matches as a KB built from parsing."""
+    from ascend_doctor.knowledge import KnowledgeBase
+
+    files = _files()
+    want = _parsed(files)
+    cache.load_entries(files, parse_file, Entry, CODE)
+    lazy = cache.load_lazy(files, _no_parse, Entry, CODE)
+    assert isinstance(lazy, cache.LazyEntries)
+    parsed, cached = KnowledgeBase(want), KnowledgeBase(lazy)
+    assert cached.signatures() == parsed.signatures()
+    assert list(cached.entries) == list(parsed.entries)
+    assert len(cached.entries) == len(parsed.entries) and cached.entries == parsed.entries
+    assert cached.get("EZ9999") == parsed.get("EZ9999")
+    assert [e.id for e in cached.search("hccl timeout")] == \
+        [e.id for e in parsed.search("hccl timeout")]
+
+
 def test_a_file_others_can_write_is_not_read(xdg):
     files = _files()
     cache.load_entries(files, parse_file, Entry, CODE)
-    (f,) = list((xdg / "ascend-doctor").iterdir())
+    (f,) = _kb_files(xdg)
     os.chmod(f, 0o666)
     assert cache.read(cache.key_for(files, CODE), Entry) is None
 

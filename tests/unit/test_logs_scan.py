@@ -102,8 +102,38 @@ def test_scan_equals_line_by_line(lines, ends, last_newline, block):
     try:
         for engine in _engines():
             assert _new(data, engine) == want, engine.name
+        assert _new(data, None) == want  # no engine named: blocks under SMALL_BLOCK by line
     finally:
         logs_probe.BLOCK = saved
+
+
+def test_a_small_log_is_scanned_by_line_as_the_engine_scans_it(monkeypatch):
+    """Under SMALL_BLOCK no engine is built (its literal list costs more than the scan):
+    the demo's log and every corpus log give what the engine path and the stream give."""
+    from ascend_doctor.demo.parts.service import SERVER_LOG
+
+    monkeypatch.delenv("ASCEND_DOCTOR_SCAN_ENGINE", raising=False)
+    built = []
+    real = logs_probe._minimal
+    monkeypatch.setattr(logs_probe, "_minimal", lambda lits: built.append(1) or real(lits))
+    corpus = Path(__file__).resolve().parents[1] / "corpus"
+    logs = [SERVER_LOG.encode()] + [p.read_bytes() for p in sorted(corpus.rglob("*"))
+                                    if p.suffix in (".txt", ".log")]
+    # only b"\n" ends a line (readline): not \r, \f, \x1c, NEL or U+2028
+    odd = ["EZ9999 a\rEI0006: Getting socket times out.", "x\x0cEZ9999\x1cEI0006 b",
+           "EI0006\u2028EZ9999\x85 c", "\r\rEZ9999 d\r", STATS + "\rEZ9999"]
+    logs.append(("\n".join(odd) + "\nEZ9999 last").encode())
+    small = 0
+    for data in logs:
+        want = _old(data)
+        built.clear()
+        assert _new(data, None) == want
+        if len(data) < logs_probe.SMALL_BLOCK:
+            small += 1
+            assert built == []
+        for engine in _engines():
+            assert _new(data, engine) == want, engine.name
+    assert small > 20
 
 
 @pytest.fixture
