@@ -65,11 +65,29 @@ def check(id: str, *, title: str, category: Category | str, tags: Iterable[str] 
 
 def provider(func: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a function as the producer of the fact type named by its return annotation."""
-    hints = typing.get_type_hints(func)
-    if "return" not in hints:
+    fact = _return_type(func)
+    if fact is _NO_RETURN:
         raise TypeError(f"provider {func.__qualname__} needs a return annotation")
-    setattr(func, _PROVIDER_ATTR, ProviderSpec(hints["return"], func))
+    setattr(func, _PROVIDER_ATTR, ProviderSpec(fact, func))
     return func
+
+
+_NO_RETURN = object()
+
+
+def _return_type(func: Callable[..., Any]) -> Any:
+    """What ``get_type_hints(func)["return"]`` gives. A plain name (every provider of ours:
+    ``-> "LdSoConf"``) is looked up where get_type_hints would find it, the innermost
+    function's globals, instead of compiling and evaluating the string with every other
+    annotation (~1.5 ms for the ~35 providers at import)."""
+    ann = getattr(func, "__annotations__", {}).get("return", _NO_RETURN)
+    inner = func
+    while hasattr(inner, "__wrapped__"):
+        inner = inner.__wrapped__
+    ns = getattr(inner, "__globals__", None)
+    if isinstance(ann, str) and ann.isidentifier() and isinstance(ns, dict) and ann in ns:
+        return ns[ann]
+    return typing.get_type_hints(func).get("return", _NO_RETURN)
 
 
 @dataclass(eq=False)
