@@ -114,6 +114,7 @@ def run(quick: bool = False) -> list[dict]:
                         f"{peer_note}; ours = 1/{ratio:.1f} of collect_env")
                 r["ratio"] = ratio
                 rows.append(r)
+        rows += _installed_rows(cases, n, base, peer_py, peer_note, d)
     ours_us = sorted(import_time_us(sys.executable, "ascend_doctor.cli", envs["warm"])
                       for _ in range(n))[n // 2]
     imp = None
@@ -124,6 +125,38 @@ def run(quick: bool = False) -> list[dict]:
                     (ours_us / 1e6, 0.0), "import torch" if imp else None,
                     (imp / 1e6, 0.0) if imp else None, "import time only; RSS not measured"))
     rows[-1]["ours_rss_mb"] = rows[-1]["peer_rss_mb"] = None
+    return rows
+
+
+def _installed_rows(cases, n: int, base: dict, peer_py: str | None, peer_note: str,
+                    tmp: str) -> list[dict]:
+    """The demo and bundle runs again as a user's install runs them: the wheel in its own
+    venv (bench/common.py installed_python), its .pyc from pip, no editable-install hook."""
+    from common import installed_python, measure, measure_pair
+
+    py, how = installed_python()
+    if py is None:
+        return [row("demo --json, installed from a wheel", (0.0, 0.0), None, None,
+                    f"skipped: {how}")]
+    env = {k: v for k, v in base.items() if k not in ("PYTHONPYCACHEPREFIX", "PYTHONPATH")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # read pip's .pyc, write none
+    subprocess.run([py, "-m", "ascend_doctor.cli", "demo", "--json"], env=env,
+                   capture_output=True, check=True)  # fills the user caches, as a 2nd run
+    rows = []
+    for name, argv, ok in cases[:2]:
+        argv = [py, "-m", "ascend_doctor.cli", *argv[3:]]
+        label = f"{name}, installed from a wheel ({how})"
+        if not peer_py:
+            rows.append(row(label, measure(argv, n, env=env, ok_codes=ok), None, None,
+                            f"peer skipped: {peer_note}"))
+            continue
+        ours, peer, ratio = measure_pair(argv, [peer_py, "-m", "torch.utils.collect_env"], n,
+                                         env=env, peer_env={**env, **PEER_ENV}, ok_codes=ok,
+                                         stdout_dir=tmp)
+        r = row(label, ours, "python -m torch.utils.collect_env", peer,
+                f"{peer_note}; ours = 1/{ratio:.1f} of collect_env")
+        r["ratio"] = ratio
+        rows.append(r)
     return rows
 
 

@@ -4,8 +4,11 @@ The capture is built with struct (not scapy: a million scapy packets take minute
 clients that resolve per request (query, answer, SYN, SYN-ACK, ACK, request, response, FIN,
 FIN, ACK), so a fifth of the packets are DNS and the rest must be skipped fast.
 Each side runs in a child process; peak RSS comes from os.wait4's rusage of that child.
-A last row per size runs the same command with ASCEND_DOCTOR_PCAP_ENGINE=python (the
-pure-Python path), so the C scanner's share stays visible.
+Ours reads its modules from .pyc, as an installed wheel does; one row per size runs it with
+every module compiled on each run (this environment's PYTHONDONTWRITEBYTECODE; rows
+before 2026-12-06 ran in whichever state the checkout was, without saying). A last row per size
+runs the same command with ASCEND_DOCTOR_PCAP_ENGINE=python (the pure-Python path), so the
+C scanner's share stays visible.
 Run: python bench/bench_dns.py [--quick]
 """
 
@@ -115,18 +118,24 @@ def _run_size(packets: int) -> list[dict]:
         write_capture(path, packets)
         gen_s = time.perf_counter() - t0
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from common import measure, measure_pair
+        from common import measure, measure_pair, pyc_envs
 
-        n = 3
+        n = 3 if packets < 1_000_000 else 5
         ours_argv = [sys.executable, "-c", OURS, path]
         size = os.path.getsize(path) / 2**20
-        name = f"dns: {packets:,} packets ({size:.0f} MiB pcap)" if size >= 10 else \
+        base = f"dns: {packets:,} packets ({size:.0f} MiB pcap)" if size >= 10 else \
             f"dns: {packets:,} packets ({size:.1f} MiB pcap)"
+        name = f"{base}, .pyc warm"
         rows = []
-        # ours is the C scanner when it is built, whatever the calling shell exported
-        c_env = {k: v for k, v in os.environ.items() if k != "ASCEND_DOCTOR_PCAP_ENGINE"}
-        for tool, argv in (("tshark", ["tshark", "-r", path, "-Y", "dns"]),
-                           ("tcpdump", ["tcpdump", "-n", "-r", path, "udp", "port", "53"])):
+        # ours is the C scanner when it is built, whatever the calling shell exported; its
+        # modules are read from .pyc as an installed wheel has them (measure_pair's warm-up
+        # run fills the cache), and one row per size shows them compiled on every run
+        envs = pyc_envs({k: v for k, v in os.environ.items()
+                         if k != "ASCEND_DOCTOR_PCAP_ENGINE"})
+        c_env = envs["warm"]
+        peers = (("tshark", ["tshark", "-r", path, "-Y", "dns"]),
+                 ("tcpdump", ["tcpdump", "-n", "-r", path, "udp", "port", "53"]))
+        for tool, argv in peers:
             if not shutil.which(tool):
                 continue
             ours, peer, ratio = measure_pair(ours_argv, argv, n, env=c_env, stdout_dir=tmp)
@@ -135,6 +144,15 @@ def _run_size(packets: int) -> list[dict]:
                 "ratio": ratio, "ours_rss_mb": round(ours[1], 1),
                 "peer_rss_mb": round(peer[1], 1),
                 "note": f"capture written in {gen_s:.1f} s; ours/{tool} time {1 / ratio:.2f}"})
+        if shutil.which("tshark"):
+            argv = peers[0][1]
+            ours, peer, ratio = measure_pair(ours_argv, argv, n, env=envs["cold"],
+                                             stdout_dir=tmp)
+            rows.append({"name": f"{base}, no .pyc (compiled each run)",
+                         "ours_s": round(ours[0], 3), "peer": "tshark -r FILE -Y dns",
+                         "peer_s": round(peer[0], 3), "ratio": ratio,
+                         "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": round(peer[1], 1),
+                         "note": f"ours/tshark time {1 / ratio:.2f}"})
         # the same command on the pure-Python engine (no C scanner), so both stay visible
         py_env = {**c_env, "ASCEND_DOCTOR_PCAP_ENGINE": "python"}
         ours, peer, ratio = measure_pair(ours_argv, ours_argv, n, env=c_env, peer_env=py_env,

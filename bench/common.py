@@ -138,3 +138,43 @@ def pyc_envs(base: dict | None = None) -> dict[str, dict]:
     warm = {**base, "PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="bench-pyc-")}
     warm.pop("PYTHONDONTWRITEBYTECODE", None)
     return {"cold": cold, "warm": warm}
+
+
+WHEEL_VENV = OUT / "wheel-venv"
+
+
+def installed_python() -> tuple[str | None, str]:
+    """An interpreter that has ascend-doctor as a user installs it: the project built into a
+    wheel and installed into bench/out/wheel-venv, with the .pyc files pip compiles at install
+    and no editable-install import hook (that hook alone loads pathlib and importlib.util
+    into every process of a ``pip install -e .`` venv: ~13 ms of a bare ``python -c pass``).
+    The dependencies come from this bench's own venv through a .pth file (same versions, no
+    download). Rebuilt on every call, so it always holds the checkout's code. (None, why)
+    when it cannot be built."""
+    import glob
+    import shutil
+    import site
+    import subprocess
+    import tempfile
+
+    shutil.rmtree(WHEEL_VENV, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="bench-wheel-") as d:
+        steps = [[sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", d, str(REPO)],
+                 [sys.executable, "-m", "venv", str(WHEEL_VENV)]]
+        for argv in steps:
+            r = subprocess.run(argv, capture_output=True, text=True)
+            if r.returncode != 0:
+                return None, f"could not build the wheel venv ({' '.join(argv[:4])}: " \
+                             f"{(r.stderr or r.stdout).strip()[-200:]})"
+        py = str(WHEEL_VENV / "bin" / "python")
+        wheels = glob.glob(os.path.join(d, "ascend_doctor-*.whl"))
+        r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", *wheels],
+                           capture_output=True, text=True)
+        if r.returncode != 0 or len(wheels) != 1:
+            return None, f"could not install the wheel ({r.stderr.strip()[-200:]})"
+    purelib = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    deps = [p for p in site.getsitepackages() if os.path.isdir(p)]
+    with open(os.path.join(purelib, "bench-deps.pth"), "w") as fh:
+        fh.write("\n".join(deps) + "\n")
+    return py, "a wheel in a fresh venv (.pyc compiled by pip at install)"
