@@ -46,7 +46,14 @@ async def main():
             await pilot.pause(0.02)
         done = since_start()
         rows = len(app.state.rows)
+    # VmHWM is this image's own peak; ru_maxrss also counts the parent's size at fork (a
+    # bench process grown by the fleet rows made it read 1370 MiB), so it is the fallback
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    try:
+        with open("/proc/self/status") as fh:
+            rss = next(int(ln.split()[1]) for ln in fh if ln.startswith("VmHWM:")) / 1024.0
+    except (OSError, StopIteration, ValueError):
+        pass
     print(json.dumps({"paint_s": paint, "done_s": done, "checks": rows, "rss_mb": rss}))
 
 asyncio.run(main())
