@@ -73,7 +73,7 @@ def total_import_us(stderr: str, module: str) -> int:
 def run(quick: bool = False) -> list[dict]:
     from common import measure_pair, pyc_envs
 
-    n = 3 if quick else 7
+    n = 3 if quick else 9
     exe = [sys.executable, "-m", "ascend_doctor.cli"]
     repo = str(Path(__file__).resolve().parents[1])
     peer_py, peer_note = torch_python()
