@@ -21,7 +21,7 @@ from . import cancel
 from .errors import DoctorError, SourceError, SourceMissing
 from .host import Host
 from .options import RunOptions
-from .registry import Registry
+from .registry import Registry, hint_globals
 
 
 class FactFailed(DoctorError):
@@ -54,10 +54,7 @@ def _simple_hints(func: Callable[..., Any]) -> dict[str, tuple[Any, bool]] | Non
     annotated ``"Name"`` or ``"Name | None"`` (all of ours): the names looked up in the
     function's globals, without compiling each string (and the return annotation) as
     get_type_hints does, ~2.5 ms for the ~90 checks and providers. None for anything else."""
-    inner = func
-    while hasattr(inner, "__wrapped__"):  # where get_type_hints looks names up
-        inner = inner.__wrapped__
-    ns = getattr(inner, "__globals__", None)
+    ns = hint_globals(func)
     anns = getattr(func, "__annotations__", None)
     if not isinstance(ns, dict) or not isinstance(anns, dict):
         return None

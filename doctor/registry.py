@@ -75,16 +75,21 @@ def provider(func: Callable[..., Any]) -> Callable[..., Any]:
 _NO_RETURN = object()
 
 
+def hint_globals(func: Callable[..., Any]) -> Any:
+    """The namespace ``get_type_hints`` resolves ``func``'s string annotations in: the
+    globals of the innermost function under any ``__wrapped__`` chain (None if it has none)."""
+    while hasattr(func, "__wrapped__"):
+        func = func.__wrapped__
+    return getattr(func, "__globals__", None)
+
+
 def _return_type(func: Callable[..., Any]) -> Any:
     """What ``get_type_hints(func)["return"]`` gives. A plain name (every provider of ours:
     ``-> "LdSoConf"``) is looked up where get_type_hints would find it, the innermost
     function's globals, instead of compiling and evaluating the string with every other
     annotation (~1.5 ms for the ~35 providers at import)."""
     ann = getattr(func, "__annotations__", {}).get("return", _NO_RETURN)
-    inner = func
-    while hasattr(inner, "__wrapped__"):
-        inner = inner.__wrapped__
-    ns = getattr(inner, "__globals__", None)
+    ns = hint_globals(func)
     if isinstance(ann, str) and ann.isidentifier() and isinstance(ns, dict) and ann in ns:
         return ns[ann]
     return typing.get_type_hints(func).get("return", _NO_RETURN)

@@ -161,9 +161,9 @@ def _stamps() -> _Stamps:
     return got
 
 
-def _encode(entries: list[Any]) -> dict[str, Any] | None:
-    """Entries as JSON-able rows (each field by name, the tuple fields listed), or None when
-    a value would not come back the same (then nothing is cached)."""
+def _encode(entries: list[Any]) -> dict[str, Any]:
+    """Entries as JSON-able rows (each field by name) and the names of the tuple fields
+    (JSON gives lists back); ``write`` checks that they rebuild the same entries."""
     rows, tuples = [], set()
     for e in entries:
         row = {}
@@ -348,19 +348,18 @@ def load_lazy(files: "Sequence[tuple[str, bytes]] | Callable[[], Sequence[tuple[
     def parse_all() -> list[Any]:
         return [e for name, raw in read() for e in parse(name, raw)]
 
-    def reparse() -> list[Any]:  # a row that did not rebuild: the file is rewritten
+    def parse_and_store() -> list[Any]:
         entries = parse_all()
-        write(key_for(read(), code) or "", entries)
+        write(key_for(read(), code) or "", entries)  # the key of what was parsed
         return entries
 
     if not enabled():
         return parse_all()
     key = key_for((), code, paths) if paths else None
-    hit = read_lazy(key or key_for(read(), code) or "", entry_type, reparse)
+    # a row that does not rebuild on use: parsed again and the file rewritten
+    hit = read_lazy(key or key_for(read(), code) or "", entry_type, parse_and_store)
     if hit is None:
-        entries = parse_all()
-        write(key_for(read(), code) or "", entries)  # the key of what was parsed
-        hit = entries
+        hit = parse_and_store()
     _stamps().save()
     return hit
 
@@ -390,10 +389,13 @@ def load_doc(name: str, raw: "bytes | Callable[[], bytes]", loads: Callable[[byt
     return _parse_doc(name, raw, key, kind, loads)
 
 
+def _doc_stem(name: str) -> str:
+    """The file-name part a document's cache files share (``compat`` for compat.toml)."""
+    return re.sub(r"[^a-z0-9_]", "_", name.removesuffix(".toml").lower())
+
+
 def _cached_doc(name: str, key: str, kind: str) -> dict | None:
-    stem = re.sub(r"[^a-z0-9_]", "_", name.removesuffix(".toml").lower())
-    file = f"{kind}-{stem}-{key}.json"
-    hit = read_private(file)
+    hit = read_private(f"{kind}-{_doc_stem(name)}-{key}.json")
     if hit is not None:
         try:
             doc = json.loads(hit.decode("utf-8"))
@@ -407,7 +409,7 @@ def _cached_doc(name: str, key: str, kind: str) -> dict | None:
 
 def _parse_doc(name: str, raw: bytes, key: str, kind: str,
                loads: Callable[[bytes], dict]) -> dict:
-    stem = re.sub(r"[^a-z0-9_]", "_", name.removesuffix(".toml").lower())
+    stem = _doc_stem(name)
     file = f"{kind}-{stem}-{key}.json"
     parsed = loads(raw)
     try:

@@ -223,6 +223,15 @@ def _fast_groups(v: Any) -> Blocks | None:
     return None
 
 
+def _fast_ids(v: Any) -> tuple[str, ...] | None:
+    """A list of request ids (absent: none) as ``_step_v1`` takes it; None: let it judge."""
+    if v is None:
+        return ()
+    if type(v) is list and set(map(type, v)) <= _STR:
+        return tuple(v)
+    return None
+
+
 def _fast_v1(d: dict[str, Any], n: int) -> StepV1 | None:
     """A step in the shape ``record_v1`` writes (``cc`` columns, string ids), checked in
     C-level passes with no message built; None for any other shape, which ``_step_v1``
@@ -279,19 +288,8 @@ def _fast_v1(d: dict[str, Any], n: int) -> StepV1 | None:
     tok = get("tok") or {}
     if type(tok) is not dict or (tok and not set(map(type, tok.values())) <= _INT):
         return None
-    fin = get("fin")
-    if fin is None:
-        fin = ()
-    elif type(fin) is list and set(map(type, fin)) <= _STR:
-        fin = tuple(fin)
-    else:
-        return None
-    freed = get("freed")
-    if freed is None:
-        freed = ()
-    elif type(freed) is list and set(map(type, freed)) <= _STR:
-        freed = tuple(freed)
-    else:
+    fin, freed = _fast_ids(get("fin")), _fast_ids(get("freed"))
+    if fin is None or freed is None:
         return None
     return StepV1(n, step, new, cols, fin, freed, tok, bool(get("full")))
 

@@ -27,15 +27,6 @@ def _parsed(files) -> list[Entry]:
     return [e for n, raw in files for e in parse_file(n, raw)]
 
 
-@pytest.fixture
-def xdg(tmp_path, monkeypatch):
-    base = tmp_path / "xdg"
-    base.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(base))
-    monkeypatch.delenv("ASCEND_DOCTOR_CACHE", raising=False)
-    return base
-
-
 def _no_parse(name: str, raw: bytes) -> list[Entry]:
     raise AssertionError(f"parsed {name}: the cache was not used")
 

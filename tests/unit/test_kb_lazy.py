@@ -24,15 +24,6 @@ HERE = Path(knowledge.__file__).parent
 CODE = (knowledge.__file__, cache.__file__)
 
 
-@pytest.fixture
-def xdg(tmp_path, monkeypatch):
-    base = tmp_path / "xdg"
-    base.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(base))
-    monkeypatch.delenv("ASCEND_DOCTOR_CACHE", raising=False)
-    return base
-
-
 def _files() -> list[tuple[str, bytes]]:
     return [(n, raw) for n, raw in data_files() if n not in DATA_FILES_EXCLUDED]
 

@@ -92,13 +92,6 @@ def _reference() -> list:
     return out
 
 
-@pytest.fixture
-def xdg(tmp_path):
-    d = tmp_path / "xdg"
-    d.mkdir(mode=0o700)
-    return d
-
-
 def _cache_file(xdg: Path) -> Path:
     return xdg / "ascend-doctor" / recache.cache_name()
 
