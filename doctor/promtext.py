@@ -32,9 +32,13 @@ import re
 
 # One unit of text outside quotes: any character but a quote/backslash (and the stop
 # characters, filled in below), a backslash with the backslash or quote it escapes, or a
-# whole quoted string (an unterminated one stops the scan). Possessive: no backtracking.
-_IN_QUOTES = r'(?:[^"\\]|\\[\\"]?)*+'
-_SCAN = r'(?:[^"\\{stop}]|\\[\\"]?|"' + _IN_QUOTES + r'")*+'
+# whole quoted string (an unterminated one stops the scan). Each position has one reading (a
+# backslash takes the character it escapes, a lone one only when none follows), so the
+# greedy repeats never backtrack more than once: the same answers and linear time as
+# possessive repeats, which Python 3.10's re does not have.
+_BACKSLASH = r'\\(?:[\\"]|(?![\\"]))'
+_IN_QUOTES = r'(?:[^"\\]|' + _BACKSLASH + r')*'
+_SCAN = r'(?:[^"\\{stop}]|' + _BACKSLASH + r'|"' + _IN_QUOTES + r'")*'
 _QUOTED = re.compile(_IN_QUOTES)  # from after an opening quote to its closing one
 _TO_BRACE = re.compile(_SCAN.format(stop="{"))
 _TO_CLOSE = re.compile(_SCAN.format(stop="}"))
@@ -43,7 +47,7 @@ _TO_COMMA = re.compile(_SCAN.format(stop=",}"))
 # a comment line's words: split on ASCII whitespace outside quotes; an unterminated quote
 # runs to the end of the line
 _WS = " \t\r\x0b\x0c"
-_WORD = re.compile(r'(?:[^"\\' + _WS + r']|\\[\\"]?|"' + _IN_QUOTES + r'(?:"|$))*+')
+_WORD = re.compile(r'(?:[^"\\' + _WS + r']|' + _BACKSLASH + r'|"' + _IN_QUOTES + r'(?:"|$))*')
 _SPACES = re.compile("[" + _WS + "]*")
 _LEGACY_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _ESCAPE = re.compile(r'\\[\\n"]')
@@ -129,7 +133,7 @@ def _value_and_timestamp(rest: str) -> tuple[float, float | None]:
 # The common case, read in one go: legacy label names, values without escapes, blanks
 # around; anything else (escapes, quoted names, empty terms, ``__`` names, a name given
 # twice) takes the general reader below, which decides.
-_PAIR = r'[ \t]*+([a-zA-Z_:][a-zA-Z0-9_:]*+)[ \t]*+=[ \t]*+"([^"\\]*+)"[ \t]*+'
+_PAIR = r'[ \t]*([a-zA-Z_:][a-zA-Z0-9_:]*)[ \t]*=[ \t]*"([^"\\]*)"[ \t]*'
 _PLAIN_BODY = re.compile(rf"(?:{_PAIR},)*{_PAIR},?[ \t]*")
 _PLAIN_PAIR = re.compile(_PAIR)
 

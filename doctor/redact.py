@@ -29,35 +29,37 @@ _MARKER = (r"(?:TOKEN(?!S(?![A-Za-z])|IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIA
            r"|(?<![A-Za-z])[AS]K(?![A-Za-z]))")
 _MARKER_RE = re.compile(_MARKER, re.IGNORECASE)
 _NC = r"A-Za-z0-9_.\-"  # characters of a name
-_NAME = rf"(?<![{_NC}])([{_NC}]++)"
+# No possessive quantifiers (Python 3.10's re has none): every repeat below is followed by a
+# character class disjoint from its own, so a failed match backtracks at most once over it.
+_NAME = rf"(?<![{_NC}])([{_NC}]+)"
 
 # NAME=value in env files, systemd Environment= lines, shell exports, URL queries.
-_ASSIGN = re.compile(rf"{_NAME}([ \t]*+=[ \t]*+)")
-_VALUE = re.compile(r"\"[^\"\n]*+\"|'[^'\n]*+'|[^\s\"'&;]++")
+_ASSIGN = re.compile(rf"{_NAME}([ \t]*=[ \t]*)")
+_VALUE = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'&;]+")
 # --api-key VALUE / --api-key=VALUE / --hf-token VALUE and friends on command lines.
-_FLAG = re.compile(rf"(?<![{_NC}])(--[{_NC}]++)(=|[ \t]++)(\"[^\"\n]*+\"|'[^'\n]*+'|[^\s\"']++)")
+_FLAG = re.compile(rf"(?<![{_NC}])(--[{_NC}]+)(=|[ \t]+)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)")
 # HTTP headers and bearer tokens anywhere in text.
 _HEADER = re.compile(r"(?im)^((?:proxy-)?authorization|cookie|set-cookie|x-api-key)"
-                     r"([ \t]*+:[ \t]*+)([^\n]+)")
-_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer|basic)([ \t]++)([A-Za-z0-9._~+/=-]{8,}+)")
+                     r"([ \t]*:[ \t]*)([^\n]+)")
+_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer|basic)([ \t]+)([A-Za-z0-9._~+/=-]{8,})")
 # "name": "value" in JSON, and 'name': 'value' in Python reprs of dicts (headers, env).
-_JSON_FIELD = re.compile(rf"(\"[{_NC} ]{{1,200}}+\"[ \t]*+:[ \t]*+)(\"(?:[^\"\\\n]|\\.)*+\")")
-_REPR_FIELD = re.compile(rf"('[{_NC} ]{{1,200}}+'[ \t]*+:[ \t]*+)('[^'\n]*+'|\"[^\"\n]*+\")")
+_JSON_FIELD = re.compile(rf"(\"[{_NC} ]{{1,200}}\"[ \t]*:[ \t]*)(\"(?:[^\"\\\n]|\\.)*\")")
+_REPR_FIELD = re.compile(rf"('[{_NC} ]{{1,200}}'[ \t]*:[ \t]*)('[^'\n]*'|\"[^\"\n]*\")")
 # YAML / ini "key: value" at the start of a line (password: x, - token: y).
-_YAML = re.compile(rf"(?m)^([ \t]*+(?:-[ \t]++)?)([{_NC}]++)([ \t]*+:[ \t]++)([^\s#][^\n]*+)")
+_YAML = re.compile(rf"(?m)^([ \t]*(?:-[ \t]+)?)([{_NC}]+)([ \t]*:[ \t]+)([^\s#][^\n]*)")
 # Tokens recognisable by their own shape, wherever they stand: OpenAI-style, Hugging Face,
 # GitHub, Slack, AWS access key ids, JWTs.
-_TOKEN = re.compile(r"(?<![A-Za-z0-9_-])(?:sk-[A-Za-z0-9_-]{16,}+|hf_[A-Za-z0-9]{16,}+"
-                    r"|gh[pousr]_[A-Za-z0-9]{20,}+|xox[abprs]-[A-Za-z0-9-]{10,}+"
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_-])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}"
+                    r"|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}"
                     r"|AKIA[0-9A-Z]{16}(?![0-9A-Z])"
-                    r"|eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+)")
+                    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})")
 # URL userinfo: scheme://user:PASSWORD@host, and scheme://LONGTOKEN@host (git over https).
-_URL_CRED = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}+://)([^/\s:@]++)"
-                       r"(:[^@\s/]++)?+(@)")
+_URL_CRED = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://)([^/\s:@]+)"
+                       r"(:[^@\s/]+)?(@)")
 # Other users' argv in ps-like text: curl/wget -u user:pw, sshpass -p PW, mysql -p PW.
-_USER_FLAG = re.compile(r"(?<!\S)(-u|--user|--proxy-user|-U)([ \t]++|=)([^\s:]++:)(\S++)")
+_USER_FLAG = re.compile(r"(?<!\S)(-u|--user|--proxy-user|-U)([ \t]+|=)([^\s:]+:)(\S+)")
 _PW_PROG = re.compile(r"(?<![\w/.-])((?:sshpass|mysql|mysqladmin|mysqldump|mariadb)"
-                      r"(?:[ \t]++[^\s]++){0,8}?[ \t]++-p)([ \t]*+)([^\s-]\S*+)")
+                      r"(?:[ \t]+[^\s]+){0,8}?[ \t]+-p)([ \t]*)([^\s-]\S*)")
 # PEM private keys: everything between BEGIN and END goes.
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
@@ -353,7 +355,7 @@ _LITERAL_HINTS = (b"key", b"secret", b"credential", b"auth", b"cookie", b"bearer
                   b"mysql", b"mariadb", b"hf_", b"xox", b"eyj",
                   *(c.encode() for c in "\u0130\u0131\u017f\u212a"))  # İ ı ſ K
 _REGEX_HINTS = tuple((re.compile(p), None) for p in (
-    rb"token(?!s(?![a-z])|izer)", rb"://[^/\s@]*+@", rb"-u[ \t=]", rb"--(?:proxy-)?user",
+    rb"token(?!s(?![a-z])|izer)", rb"://[^/\s@]*@", rb"-u[ \t=]", rb"--(?:proxy-)?user",
     rb"gh[pousr]_"))
 # hints that also need the byte before them checked: PASS, SK, AK, AKIA (a non-letter), PWD
 # (one of _.-); "pass" also covers PASSWORD/PASSWD and sshpass
