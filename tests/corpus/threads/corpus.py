@@ -1,0 +1,124 @@
+"""The thread corpus (RULE.md): real failure reports from public issue threads, one TOML file
+each, split into a tuning and a blind part by a hash of the thread's URL.
+
+Plain functions shared by the scorer (score.py) and tests/unit/test_blind_corpus.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+HERE = Path(__file__).resolve().parent
+PARTS = ("blind", "tuning")
+MAX_LOG_LINES = 80
+
+_URL = re.compile(r"^https://github\.com/(?P<owner>[A-Za-z0-9_.-]+)/(?P<repo>[A-Za-z0-9_.-]+)"
+                  r"/(?P<kind>issues|pull)/(?P<num>[0-9]+)$")
+
+
+class CorpusError(ValueError):
+    """A thread file that breaks the corpus format; names the file and the reason."""
+
+
+def canonical_url(url: str) -> str:
+    """The URL form the split hashes (RULE.md §3): no fragment, query or trailing slash."""
+    url = url.strip().split("#", 1)[0].split("?", 1)[0].rstrip("/")
+    if not _URL.match(url):
+        raise CorpusError(f"not a GitHub issue or pull request URL: {url!r}")
+    return url
+
+
+def part_of(url: str) -> str:
+    """'blind' when the first byte of sha256(canonical URL) is below 0x80, else 'tuning'."""
+    return "blind" if hashlib.sha256(canonical_url(url).encode()).digest()[0] < 0x80 else "tuning"
+
+
+def citation_forms(url: str) -> list[str]:
+    """The strings that cite a thread: its URL (issues and pull forms), `owner/repo#N`,
+    `repo#N`, `repo #N` and `<repo>/issues/N`, for a literal case-insensitive search."""
+    m = _URL.match(canonical_url(url))
+    assert m is not None
+    owner, repo, num = m["owner"], m["repo"], m["num"]
+    base = f"github.com/{owner}/{repo}"
+    return [f"{base}/issues/{num}", f"{base}/pull/{num}", f"{owner}/{repo}#{num}",
+            f"{repo}#{num}", f"{repo} #{num}", f"{repo}/issues/{num}", f"{repo}/pull/{num}"]
+
+
+def citation_regex(url: str) -> re.Pattern[str]:
+    """One regex for citation_forms, refusing a longer number (`#12` must not hit `#123`)."""
+    alts = "|".join(re.escape(f) for f in citation_forms(url))
+    return re.compile(rf"(?:{alts})(?![0-9])", re.IGNORECASE)
+
+
+def cause_keys(causes_md: Path | None = None) -> set[str]:
+    """The keys of CAUSES.md (first column of its tables)."""
+    text = (causes_md or HERE / "CAUSES.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^\| `([a-z0-9][a-z0-9-]*)` \|", text, re.M))
+
+
+@dataclass(frozen=True)
+class Thread:
+    """One thread file: where it came from, the pasted log, the established cause."""
+
+    path: Path
+    part: str
+    url: str
+    repo: str
+    cause: str
+    diagnosis: str
+    log: str
+    error_lines: tuple[int, ...]
+
+    @property
+    def log_lines(self) -> list[str]:
+        return self.log.splitlines()
+
+
+def load_thread(path: Path, keys: set[str] | None = None) -> Thread:
+    """Parse and validate one thread file; CorpusError names the file and what is wrong."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CorpusError(f"{path}: {exc}") from None
+    missing = [k for k in ("url", "repo", "cause", "diagnosis", "log", "error_lines")
+               if k not in data]
+    if missing:
+        raise CorpusError(f"{path}: missing {', '.join(missing)}")
+    url = canonical_url(str(data["url"]))
+    m = _URL.match(url)
+    assert m is not None
+    if data["repo"] != f"{m['owner']}/{m['repo']}":
+        raise CorpusError(f"{path}: repo {data['repo']!r} is not the URL's")
+    log = str(data["log"]).strip("\n")
+    n = len(log.splitlines())
+    if not 1 <= n <= MAX_LOG_LINES:
+        raise CorpusError(f"{path}: log has {n} lines (1..{MAX_LOG_LINES})")
+    errs = tuple(int(x) for x in data["error_lines"])
+    if not errs or any(not 1 <= x <= n for x in errs) or len(set(errs)) != len(errs):
+        raise CorpusError(f"{path}: error_lines must be distinct line numbers within 1..{n}")
+    if keys is not None and data["cause"] not in keys:
+        raise CorpusError(f"{path}: cause {data['cause']!r} is not a key of CAUSES.md")
+    return Thread(path=path, part=path.parent.name, url=url, repo=str(data["repo"]),
+                  cause=str(data["cause"]), diagnosis=str(data["diagnosis"]), log=log,
+                  error_lines=errs)
+
+
+def thread_files(part: str, root: Path | None = None) -> list[Path]:
+    """The thread files of one part, sorted by name."""
+    if part not in PARTS:
+        raise CorpusError(f"unknown part {part!r} (one of {', '.join(PARTS)})")
+    return sorted(((root or HERE) / part).glob("*.toml"))
+
+
+def load_part(part: str, root: Path | None = None) -> list[Thread]:
+    keys = cause_keys((root or HERE) / "CAUSES.md")
+    return [load_thread(p, keys) for p in thread_files(part, root)]

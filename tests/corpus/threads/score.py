@@ -1,0 +1,241 @@
+"""Score `ascend-doctor triage` on the thread corpus (issue 32, item 4).
+
+    python tests/corpus/threads/score.py --part blind      # the number the README may quote
+    python tests/corpus/threads/score.py --part tuning --detail
+
+Each thread's pasted log goes through the real console script (`ascend-doctor triage --json`).
+The first entry is *right* when its cause keys contain the thread's key, *wrong advice* when
+they do not, *no match* when nothing matched. Cause keys of an entry: a `causes` list in the
+triage answer, else the entry's `causes` field in knowledge/*.toml, else ENTRY_CAUSES.toml.
+Error lines are *traced* when triage says where the line came from (a per-line `source`,
+`origin` or `layer`); while triage has no such field, a line counts when a match quotes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+if __package__ in (None, ""):  # run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from corpus import HERE, PARTS, Thread, load_part, tomllib  # type: ignore[no-redef]
+else:
+    from .corpus import HERE, PARTS, Thread, load_part, tomllib
+
+PROVENANCE_KEYS = ("source", "origin", "layer", "traced_to")
+
+
+@dataclass
+class Result:
+    """One thread's outcome."""
+
+    name: str
+    cause: str
+    verdict: str  # right | wrong | none | error
+    first: str | None
+    first_causes: tuple[str, ...]
+    error_lines: int
+    traced: int
+    mode: str  # "source" (triage says where a line came from) or "matched"
+    detail: str = ""
+
+
+@dataclass
+class Table:
+    part: str
+    when: str
+    kb: str
+    results: list[Result] = field(default_factory=list)
+
+    def count(self, verdict: str) -> int:
+        return sum(r.verdict == verdict for r in self.results)
+
+    def as_dict(self) -> dict[str, Any]:
+        n = len(self.results)
+        err = sum(r.error_lines for r in self.results)
+        tr = sum(r.traced for r in self.results)
+        modes = sorted({r.mode for r in self.results if r.verdict != "error"})
+        return {"part": self.part, "date": self.when, "kb": self.kb, "threads": n,
+                "right": self.count("right"), "wrong": self.count("wrong"),
+                "no_match": self.count("none"), "errors": self.count("error"),
+                "error_lines": err, "traced_lines": tr, "trace_mode": modes}
+
+
+def triage_command() -> list[str]:
+    """The installed console script next to this interpreter (the real entry point)."""
+    exe = Path(sys.executable).with_name("ascend-doctor")
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("ascend-doctor")
+    if not found:
+        raise SystemExit("ascend-doctor is not installed next to this Python nor on PATH")
+    return [found]
+
+
+def entry_causes(kb_dir: Path, table: Path = HERE / "ENTRY_CAUSES.toml") -> dict[str, tuple[str, ...]]:
+    """Entry id -> cause keys: the entry's own `causes` field wins over the mapping file."""
+    out: dict[str, tuple[str, ...]] = {}
+    if table.exists():
+        out.update({k: tuple(v) for k, v in tomllib.loads(table.read_text("utf-8")).items()})
+    for f in sorted(kb_dir.glob("*.toml")):
+        try:
+            data = tomllib.loads(f.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        for e in data.get("entry", []) if isinstance(data.get("entry"), list) else []:
+            if isinstance(e, dict) and isinstance(e.get("causes"), list) and "id" in e:
+                out[str(e["id"])] = tuple(str(c) for c in e["causes"])
+    return out
+
+
+def kb_dir() -> Path:
+    """The knowledge directory of the installed ascend_doctor (the editable worktree's)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("ascend_doctor.knowledge")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("ascend_doctor is not importable from this Python")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _walk(obj: Any) -> Iterable[dict[str, Any]]:
+    if isinstance(obj, dict):
+        yield obj
+        for v in obj.values():
+            yield from _walk(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _walk(v)
+
+
+def traced_lines(answer: dict[str, Any]) -> tuple[set[int], str]:
+    """Line numbers triage accounts for, and how: per-line provenance when the answer has it
+    anywhere, else the lines its matches quote."""
+    with_prov = [d for d in _walk(answer)
+                 if isinstance(d.get("line"), int) and any(k in d for k in PROVENANCE_KEYS)]
+    if with_prov:
+        return {d["line"] for d in with_prov if any(d.get(k) for k in PROVENANCE_KEYS)}, "source"
+    quoted = {ln["line"] for m in answer.get("matches", []) for ln in m.get("lines", [])
+              if isinstance(ln, dict) and isinstance(ln.get("line"), int)}
+    return quoted, "matched"
+
+
+def score_one(thread: Thread, causes: dict[str, tuple[str, ...]], cmd: list[str]) -> Result:
+    name = thread.path.stem
+    with tempfile.NamedTemporaryFile("w", suffix=".log", encoding="utf-8", delete=False) as fh:
+        fh.write(thread.log + "\n")
+        path = fh.name
+    try:
+        env = dict(os.environ, LANG="C.UTF-8", LC_ALL="C.UTF-8")
+        proc = subprocess.run([*cmd, "triage", "--json", "--lang", "en", path],
+                              capture_output=True, text=True, timeout=120, env=env)
+    finally:
+        os.unlink(path)
+    if proc.returncode not in (0, 1):
+        return Result(name, thread.cause, "error", None, (), len(thread.error_lines), 0, "-",
+                      detail=f"exit {proc.returncode}: {proc.stderr.strip()[-200:]}")
+    try:
+        answer = json.loads(proc.stdout)
+    except ValueError as exc:
+        return Result(name, thread.cause, "error", None, (), len(thread.error_lines), 0, "-",
+                      detail=f"not JSON: {exc}")
+    lines, mode = traced_lines(answer)
+    traced = sum(n in lines for n in thread.error_lines)
+    matches = answer.get("matches") or []
+    if not matches:
+        return Result(name, thread.cause, "none", None, (), len(thread.error_lines), traced, mode)
+    first = matches[0]
+    keys = tuple(first["causes"]) if isinstance(first.get("causes"), list) else \
+        causes.get(first["id"], ())
+    verdict = "right" if thread.cause in keys else "wrong"
+    return Result(name, thread.cause, verdict, first["id"], keys, len(thread.error_lines),
+                  traced, mode, detail="" if first["id"] in causes or first.get("causes") is not None
+                  else "entry has no cause keys")
+
+
+def kb_revision(repo: Path) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def score(part: str, sample: int | None = None, root: Path | None = None,
+          workers: int = 2) -> Table:
+    threads = load_part(part, root)
+    if sample is not None:
+        threads = threads[:sample]
+    kb = kb_dir()
+    causes = entry_causes(kb, (root or HERE) / "ENTRY_CAUSES.toml")
+    cmd = triage_command()
+    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    table = Table(part=part, when=when, kb=kb_revision(kb.parent))
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        table.results = list(pool.map(lambda t: score_one(t, causes, cmd), threads))
+    return table
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.0f} %" if b else "-"
+
+
+def render(table: Table, detail: bool = False) -> str:
+    d = table.as_dict()
+    n = d["threads"]
+    mode = {"source": "a per-line source in triage --json",
+            "matched": "lines quoted by a match (triage gives no per-line source yet)"}
+    rows = [
+        f"triage on the thread corpus, part {d['part']}: {n} threads, {d['date']}, "
+        f"repository {d['kb']}",
+        f"  first entry right      {d['right']:4d}  {_pct(d['right'], n)}",
+        f"  wrong advice           {d['wrong']:4d}  {_pct(d['wrong'], n)}",
+        f"  no match               {d['no_match']:4d}  {_pct(d['no_match'], n)}",
+    ]
+    if d["errors"]:
+        rows.append(f"  triage failed          {d['errors']:4d}  {_pct(d['errors'], n)}")
+    rows.append(f"  error lines traced     {d['traced_lines']:4d} / {d['error_lines']}  "
+                f"{_pct(d['traced_lines'], d['error_lines'])}  "
+                f"(counted by {', '.join(mode.get(m, m) for m in d['trace_mode']) or '-'})")
+    if detail:
+        rows.append("")
+        for r in table.results:
+            rows.append(f"  {r.verdict:6s} {r.name:40s} {r.cause:28s} {r.first or '-':12s} "
+                        f"traced {r.traced}/{r.error_lines} {r.detail}")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", choices=PARTS, default=None)
+    ap.add_argument("--blind", action="store_const", const="blind", dest="part")
+    ap.add_argument("--tuning", action="store_const", const="tuning", dest="part")
+    ap.add_argument("--sample", type=int, default=None, help="only the first N threads")
+    ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    ap.add_argument("--detail", action="store_true", help="one row per thread (no log text)")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args(argv)
+    table = score(args.part or "blind", args.sample, workers=args.workers)
+    if args.json:
+        doc = table.as_dict()
+        if args.detail:
+            doc["results"] = [r.__dict__ for r in table.results]
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render(table, args.detail))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
