@@ -122,3 +122,47 @@ def thread_files(part: str, root: Path | None = None) -> list[Path]:
 def load_part(part: str, root: Path | None = None) -> list[Thread]:
     keys = cause_keys((root or HERE) / "CAUSES.md")
     return [load_thread(p, keys) for p in thread_files(part, root)]
+
+
+# Files the blind-citation rule does not look at: the blind part itself and the scorer
+# (RULE.md §7); build and VCS directories hold no authored text.
+SCAN_EXEMPT = ("tests/corpus/threads/blind/", "tests/corpus/threads/score.py")
+_SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache",
+              ".hypothesis", "node_modules", ".cache", "build", "dist"}
+
+
+def repo_files(repo: Path) -> list[str]:
+    """Paths (relative, '/'-separated) of the repository's authored files: what git tracks
+    plus untracked files it does not ignore; a plain walk when git is not there."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others",
+                              "--exclude-standard"], capture_output=True, timeout=60, check=True)
+        return sorted({p for p in out.stdout.decode("utf-8", "replace").split("\0") if p})
+    except (OSError, subprocess.SubprocessError):
+        found = []
+        for p in repo.rglob("*"):
+            rel = p.relative_to(repo)
+            if p.is_file() and not _SKIP_DIRS.intersection(rel.parts):
+                found.append(rel.as_posix())
+        return sorted(found)
+
+
+def blind_citations(repo: Path, urls: list[str], files: list[str] | None = None
+                    ) -> list[tuple[str, str]]:
+    """(file, url) for every file outside SCAN_EXEMPT that cites one of ``urls`` in any
+    form of citation_forms."""
+    if not urls:
+        return []
+    regexes = [(u, citation_regex(u)) for u in urls]
+    hits = []
+    for rel in files if files is not None else repo_files(repo):
+        if rel.startswith(SCAN_EXEMPT):
+            continue
+        try:
+            text = (repo / rel).read_bytes()[:4_000_000].decode("utf-8", "replace")
+        except OSError:
+            continue
+        hits += [(rel, u) for u, rx in regexes if rx.search(text)]
+    return hits

@@ -225,8 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
     ap.add_argument("--detail", action="store_true", help="one row per thread (no log text)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--root", type=Path, default=None,
+                    help="a corpus directory laid out like this one (tests)")
     args = ap.parse_args(argv)
-    table = score(args.part or "blind", args.sample, workers=args.workers)
+    table = score(args.part or "blind", args.sample, root=args.root, workers=args.workers)
     if args.json:
         doc = table.as_dict()
         if args.detail:
