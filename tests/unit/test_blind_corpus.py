@@ -157,3 +157,9 @@ def test_scorer_runs_on_a_sample_of_the_tuning_part() -> None:
     doc = json.loads(out.stdout)
     assert doc["threads"] == min(3, len(corpus.thread_files("tuning")))
     assert doc["right"] + doc["wrong"] + doc["no_match"] + doc["errors"] == doc["threads"]
+
+
+def test_scorer_does_not_list_blind_threads() -> None:
+    out = subprocess.run([sys.executable, str(SCORER), "--blind", "--detail"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and not out.stdout and "RULE.md" in out.stderr

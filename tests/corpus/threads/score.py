@@ -228,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=None,
                     help="a corpus directory laid out like this one (tests)")
     args = ap.parse_args(argv)
+    if args.detail and (args.part or "blind") == "blind" and args.root is None:
+        print("score.py: per-thread rows of the blind part are not shown (RULE.md §7); "
+              "--detail works with --tuning", file=sys.stderr)
+        return 2
     table = score(args.part or "blind", args.sample, root=args.root, workers=args.workers)
     if args.json:
         doc = table.as_dict()
