@@ -69,7 +69,7 @@ class RecordingHost(Host):
         value = self._record("read", p, lambda: self.inner.read_bytes(p, limit), enc)
         return value
 
-    def open_stream(self, path):
+    def open_stream(self, path, guard=None):
         """A stream that records the byte ranges a probe actually reads.
 
         An ELF parser reads a few kilobytes of a 97 MB libtorch_npu.so; a log reader reads
@@ -77,7 +77,8 @@ class RecordingHost(Host):
         """
         p = norm(path)
         try:
-            inner = self.inner.open_stream(p)
+            inner = self.inner.open_stream(p, guard) if guard is not None \
+                else self.inner.open_stream(p)
         except (SourceMissing, SourceError) as exc:
             self.data.put("stream", p, _err_entry(exc))
             raise
