@@ -18,7 +18,7 @@ from ..i18n import T
 from ..errors import SourceError, SourceMissing
 from ..host import (DEFAULT_HTTP_CAP, DEFAULT_OUTPUT_CAP, DEFAULT_READ_LIMIT, CommandResult,
                     Connection, Host, HostInfo, HttpResponse, ProcInfo, StatInfo, norm)
-from ..redact import redact_argv
+from ..redact import redact_argv, redact_text
 from .format import MAX_BLOB, BundleData, _key, _raise, _short
 
 
@@ -279,6 +279,8 @@ class BundleHost(Host):
 
     def http_get(self, url, timeout=2.0, headers=None, cap=DEFAULT_HTTP_CAP):
         e = self._next("http", url)
+        if e is None:  # recorded under the URL redacted (user:password@, ?token=)
+            e = self._next("http", redact_text(url))
         if e is None:
             return HttpResponse(url, None, error="not recorded in the bundle (the service was "
                                 "not reachable at collection time)")

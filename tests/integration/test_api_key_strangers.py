@@ -106,3 +106,51 @@ def test_a_discovered_server_holding_the_key_gets_it(cli, tmp_path):
     msgs = [f["message"] for c in doc["checks"] for f in c["findings"]]
     assert any(m.startswith("serves ") for m in msgs), msgs
     assert KEY not in r.stdout
+
+
+# -- redaction gaps: the --service URL's credentials, pre-signed URLs ----------------------
+def _members(path: Path) -> dict[str, bytes]:
+    import tarfile
+
+    with tarfile.open(path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_service_url_credentials_never_reach_manifest_or_index(cli, tmp_path):
+    with fake_vllm(tmp_path) as (_proc, port, _log):
+        url = f"http://admin:hunter2pw@127.0.0.1:{port}/?token=tok123secretvalue"
+        bundle = tmp_path / "b.tar.gz"
+        r = cli("collect", "--service", url, "--only", "service.health", "-o", str(bundle),
+                timeout=90)
+        assert bundle.exists(), r.stderr
+    files = _members(bundle)
+    for name, data in files.items():
+        assert b"hunter2pw" not in data and b"tok123secretvalue" not in data, name
+    index = json.loads(files["index.json"])
+    assert index["http"] and all("<redacted>" in k for k in index["http"]), index["http"]
+    # the bundle still replays what the service answered at collection (keys redacted the
+    # same way on both sides)
+    manifest = json.loads(files["manifest.json"])
+    r = cli("check", "--bundle", str(bundle), "--only", "service.health", "--json")
+    doc = json.loads(r.stdout)
+    msgs = [f["message"] for c in doc["checks"] for f in c["findings"]]
+    at = [m for c in manifest["checks_at_collection"] for _s, m in c["findings"]]
+    assert msgs == at and not any("not recorded" in m for m in msgs), (msgs, at)
+
+
+OBS_URL = ("https://bucket.obs.cn-north-4.myhuaweicloud.com/ckpt/model.safetensors?"
+           "AccessKeyId=HPUAXXXXXXXXXXXX&Expires=1765000000&Signature=Zm9vYmFyc2lnbmF0dXJl%2B%3D")
+
+
+def test_presigned_url_signature_is_redacted_in_log_blobs_and_triage(cli, tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("INFO 12-06 10:00:00 loader.py:12] downloading " + OBS_URL + "\n"
+                   "ERROR 12-06 10:00:01 loader.py:40] 403 Forbidden for " + OBS_URL + "\n")
+    bundle = tmp_path / "b.tar.gz"
+    r = cli("collect", "--log", str(log), "--only", "logs", "-o", str(bundle))
+    assert bundle.exists(), r.stderr
+    files = _members(bundle)
+    assert any(b"Expires=1765000000" in d for d in files.values())  # the log was collected
+    assert not any(b"Zm9vYmFyc2lnbmF0dXJl" in d for d in files.values())
+    r = cli("triage", str(log), "--json")
+    assert "Zm9vYmFyc2lnbmF0dXJl" not in r.stdout and "Zm9vYmFyc2lnbmF0dXJl" not in r.stderr
