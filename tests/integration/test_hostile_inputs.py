@@ -182,3 +182,14 @@ def test_stdout_log_swapped_with_a_link_never_brings_the_root_file(cli, arena):
         proc.wait()
     assert swaps[0] > 1000  # the race really ran
     assert collected == 8 and carried == 0, f"{carried} of {collected} bundles carry the secret"
+
+
+def test_diff_and_check_bundle_refuse_a_fifo_at_once(cli, tmp_path):
+    fifo = tmp_path / "b.tar.gz"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    r = cli("check", "--bundle", str(fifo), "--json", timeout=30)
+    assert r.returncode == 2 and "not a regular file" in (r.stderr + r.stdout)
+    r = cli("diff", str(fifo), str(fifo), timeout=30)
+    assert r.returncode == 2 and "not a regular file" in (r.stderr + r.stdout), r.stderr
+    assert time.monotonic() - t0 < 30
