@@ -193,3 +193,36 @@ def test_diff_and_check_bundle_refuse_a_fifo_at_once(cli, tmp_path):
     r = cli("diff", str(fifo), str(fifo), timeout=30)
     assert r.returncode == 2 and "not a regular file" in (r.stderr + r.stdout), r.stderr
     assert time.monotonic() - t0 < 30
+
+
+def test_a_log_growing_3mb_per_second_still_lands_in_the_bundle(cli, tmp_path):
+    """The logs check used to chase the end of a growing log until its 60 s timeout, and the
+    bundle then had no log at all: now it reads to the size at open, well inside the budget."""
+    log = tmp_path / "server.log"
+    line = b"INFO 12-06 10:00:00 engine.py:1] Avg prompt throughput: 1.0 tokens/s, x\n"
+    log.write_bytes(line * 200_000)  # ~15 MB to start with
+    stop = threading.Event()
+
+    def writer() -> None:
+        with open(log, "ab") as fh:
+            chunk = line * (300_000 // len(line))  # ~300 KB every 0.1 s: ~3 MB/s
+            while not stop.is_set():
+                fh.write(chunk)
+                fh.flush()
+                time.sleep(0.1)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        bundle = tmp_path / "b.tar.gz"
+        t0 = time.monotonic()
+        r = cli("collect", "--log", str(log), "--only", "logs", "-o", str(bundle), timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        t.join(5)
+    assert bundle.exists(), r.stderr
+    assert took < 55, took
+    data = _bundle_bytes(bundle)
+    assert data.count(b"Avg prompt throughput") >= 200_000  # what was there when opened
+    assert "timed out" not in r.stdout + r.stderr
