@@ -50,6 +50,13 @@ def _file_findings(fm: LogFileMatches) -> Iterator[Finding]:
                               origin=lf.origin, reason=fm.error),
                             subject=lf.path, evidence={"path": lf.path, "reason": fm.error})
         return
+    if fm.cut:
+        yield Finding.info(T("{path}: read up to byte {at} of {size}, then stopped ({why}); "
+                             "the rest of the log was not scanned", path=lf.path,
+                             at=fm.read_to or 0, size=fm.size if fm.size is not None else "?",
+                             why=fm.cut),
+                           subject=lf.path, evidence={"path": lf.path, "read_to": fm.read_to,
+                                                      "size": fm.size, "cut": fm.cut})
     for m in fm.matches:
         e = m.entry
         first_no, first = m.lines[0]

@@ -89,8 +89,14 @@ def _health_one(http: ServiceHttp) -> Iterator[Finding]:
     models = http.endpoints.get("/v1/models")
     if models is not None:
         mev = {"status": models.status, "error": models.error, "api_key_sent": http.api_key_sent}
+        if http.api_key_withheld:
+            mev["api_key_withheld"] = http.api_key_withheld
         if models.status == 401:
-            if http.api_key_sent:
+            if http.api_key_withheld:
+                yield Finding.info(T("/v1/models needs an API key (HTTP 401); {why}",
+                                     why=http.api_key_withheld), subject=_subject(http),
+                                   evidence=mev, kb="ASC-SVC-011")
+            elif http.api_key_sent:
                 yield Finding.fail(T("/v1/models refused the API key given (HTTP 401)"),
                                    subject=_subject(http), evidence=mev, kb="ASC-SVC-011")
             else:

@@ -289,6 +289,60 @@ static int field_is(Rec *r, Py_ssize_t k, const char *s, Py_ssize_t n) {
     return r->len[k] == n && memcmp(field_at(r, k), s, n) == 0;
 }
 
+/* ------------------------------------------------------------------ UTF-8 */
+
+/* 1 when p[0..n) is UTF-8 as CPython's strict decoder accepts it (no overlong forms, no
+ * surrogates, nothing past U+10FFFF, no sequence cut short), else 0.
+ *
+ * Why: the Python path decodes the whole stream (errors="replace") before csv sees a
+ * quote, the scanner unescapes bytes first and decodes fields after. On valid UTF-8 the
+ * two agree; on invalid bytes they can differ (two different invalid names that both
+ * decode to U+FFFD are one key for Python and two here; a sequence split by a quote is
+ * repaired here; a cut BOM). A record with invalid UTF-8 is left to the Python path. A
+ * record ends at a newline, which no sequence holds, so records are checked one by one. */
+static int utf8_valid(const unsigned char *p, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        while (i + 8 <= n) { /* ASCII runs a word at a time */
+            unsigned long long w;
+            memcpy(&w, p + i, 8);
+            if (w & 0x8080808080808080ULL)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
+        unsigned char c = p[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        Py_ssize_t len;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF)
+            len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED) hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+        } else
+            return 0;
+        if (n - i < len)
+            return 0;
+        if (p[i + 1] < lo || p[i + 1] > hi)
+            return 0;
+        for (Py_ssize_t k = 2; k < len; k++)
+            if (p[i + k] < 0x80 || p[i + k] > 0xBF)
+                return 0;
+        i += len;
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------ first_record */
 
 static int skip_bom(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos) {
@@ -319,7 +373,8 @@ static PyObject *first_record(PyObject *self, PyObject *args) {
     Py_ssize_t end = scan_record(&r, p, n, pos, final);
     if (end == FAILED)
         goto done;
-    if (end == FALLBACK || r.nfields > MAX_HEADER) {
+    /* from byte 0: a BOM cut short is invalid UTF-8 too */
+    if (end == FALLBACK || r.nfields > MAX_HEADER || (end > 0 && !utf8_valid(p, end))) {
         PyErr_SetString(Fallback, "header not handled here");
         goto done;
     }
@@ -614,6 +669,10 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args) {
         }
         if (end <= pos) { /* cannot happen: every record consumes a byte */
             PyErr_SetString(PyExc_RuntimeError, "scanner made no progress");
+            goto done;
+        }
+        if (!utf8_valid(p + pos, end - pos)) {
+            PyErr_SetString(Fallback, "invalid UTF-8 (decoded by the Python path)");
             goto done;
         }
         if (row(s) < 0)

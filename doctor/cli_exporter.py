@@ -103,12 +103,116 @@ def loop(state: State, once, interval: float, stop: threading.Event) -> None:
         stop.wait(max(1.0, interval - (time.monotonic() - t0)))
 
 
+# A scraper sends its request at once; a client that has not finished the request line and
+# headers within HEADER_TIMEOUT_S is cut off, whole responses are written within
+# WRITE_TIMEOUT_S, and at most MAX_HANDLERS requests are served at a time (beyond: 503 at
+# once, no thread). 1000 half-sent requests used to hold 996 threads for as long as the
+# client liked, and a scrape took 9.6 s (the manifest's liveness timeout is 5 s).
+HEADER_TIMEOUT_S = 3.0
+WRITE_TIMEOUT_S = 10.0
+MAX_HANDLERS = 32
+_BUSY = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+         b"Content-Length: 5\r\nConnection: close\r\n\r\nbusy\n")
+
+
+class Reaper:
+    """One thread for every pending request: a connection still sending its request line
+    and headers at its deadline is shut down (its blocked read returns, its handler ends).
+    A per-read socket timeout alone would let a client send one byte every few seconds."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._due: dict[Any, float] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, conn: Any, seconds: float) -> None:
+        with self._lock:
+            self._due[conn] = time.monotonic() + seconds
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="exporter-reaper",
+                                                daemon=True)
+                self._thread.start()
+
+    def done(self, conn: Any) -> None:
+        with self._lock:
+            self._due.pop(conn, None)
+
+    def _run(self) -> None:
+        import socket
+
+        while True:
+            time.sleep(0.2)
+            now = time.monotonic()
+            with self._lock:
+                late = [c for c, t in self._due.items() if t <= now]
+                for c in late:
+                    del self._due[c]
+            for c in late:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def make_server(address: tuple[str, int], handler: Any, max_handlers: int = MAX_HANDLERS):
+    """A ThreadingHTTPServer with a cap on concurrent handlers (503 beyond, answered from the
+    accepting thread without blocking) and quiet about clients that went away."""
+    from http.server import ThreadingHTTPServer
+
+    class BoundedServer(ThreadingHTTPServer):
+        daemon_threads = True
+        reaper = Reaper()
+        slots = threading.BoundedSemaphore(max_handlers)
+
+        def process_request(self, request: Any, client_address: Any) -> None:
+            if not self.slots.acquire(blocking=False):
+                try:
+                    request.setblocking(False)
+                    request.send(_BUSY)
+                except OSError:
+                    pass
+                self.shutdown_request(request)
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                self.slots.release()
+                raise
+
+        def process_request_thread(self, request: Any, client_address: Any) -> None:
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self.reaper.done(request)
+                self.slots.release()
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            exc = sys.exc_info()[1]
+            if isinstance(exc, OSError):  # broken pipe, reset, timed out: the client left
+                return
+            print(f"ascend-doctor exporter: request from {client_address[0]} failed: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+
+    return BoundedServer(address, handler)
+
+
 def make_handler(state: State):
     from http.server import BaseHTTPRequestHandler  # lazy: only the exporter serves
     from prometheus_client import CONTENT_TYPE_LATEST  # noqa: F401  (lazy: heavy)
     from .exporter import health
     class Handler(BaseHTTPRequestHandler):
+        timeout = WRITE_TIMEOUT_S  # socket timeout of each read and write
+
+        def setup(self) -> None:
+            super().setup()
+            reaper = getattr(self.server, "reaper", None)
+            if reaper is not None:
+                reaper.watch(self.connection, HEADER_TIMEOUT_S)
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            reaper = getattr(self.server, "reaper", None)
+            if reaper is not None:  # the request line and headers are in
+                reaper.done(self.connection)
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._send(200, state.get()[1], CONTENT_TYPE_LATEST)
@@ -203,13 +307,10 @@ def exporter_cmd(root, bundle, demo, service_url, pcap, profile_dir, sample_seco
         return run_once(make_host, options, skip, budget, context, last)
 
     try:
-        from http.server import ThreadingHTTPServer
-
-        server = ThreadingHTTPServer((listen, port), make_handler(state))
+        server = make_server((listen, port), make_handler(state))
     except OSError as exc:
         raise UsageError(tt(lang, "--listen {listen} --port {port}: cannot listen: {reason}",
                             listen=listen, port=port, reason=exc.strerror or exc)) from None
-    server.daemon_threads = True
     worker = threading.Thread(target=loop, args=(state, once, interval, stop),
                               name="exporter-runs", daemon=True)
     worker.start()

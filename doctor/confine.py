@@ -220,7 +220,10 @@ def write_file(root: str, path: str, data: bytes, mode: int = 0o644, *,
 
 
 def make_dir(root: str, path: str, mode: int = 0o755) -> bool:
-    """Create ``path`` (and parents) with ``mode & 0o777``; True when it was created.
+    """Create ``path`` (and parents) with ``mode & 0o1777``; True when it was created.
+
+    The sticky bit is kept (a 1777 directory without it would let anyone replace anyone's
+    files); setuid/setgid are dropped.
 
     An existing directory keeps its mode: chmod'ing one a bundle names would let the
     bundle open /etc (or anything reached before a swap) to everyone.
@@ -239,7 +242,7 @@ def make_dir(root: str, path: str, mode: int = 0o755) -> bool:
             return False
         nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
         try:
-            os.fchmod(nfd, mode & 0o777)
+            os.fchmod(nfd, mode & 0o1777)
         finally:
             os.close(nfd)
         return True

@@ -1,7 +1,8 @@
 """Secret redaction, applied at collection time and again when any report is rendered.
 
 A name is secret when it contains one of the markers the collect_env tools and our issue
-agreed on (TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH, COOKIE), or ends in a
+agreed on (TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH, COOKIE, SIGNATURE and a
+whole-part SIG, for pre-signed OBS/S3/SAS URLs), or ends in a
 password/access-key part (*_PWD, *_PASS, Huawei Cloud's OBS_AK / OBS_SK), case-insensitively.
 
 Every pattern is linear-time: a name is matched only where a run of name characters starts
@@ -26,7 +27,9 @@ _MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH"
 # OBS_AK, HUAWEICLOUD_SDK_SK), never PWD itself, BYPASS, TASK or PEAK.
 _MARKER = (r"(?:TOKEN(?!S(?![A-Za-z])|IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!OR)"
            r"|COOKIE|(?<=[_.-])PWD(?![A-Za-z])|(?<![A-Za-z])PASS(?![A-Za-z])"
-           r"|(?<![A-Za-z])[AS]K(?![A-Za-z]))")
+           r"|(?<![A-Za-z])[AS]K(?![A-Za-z])"
+           # pre-signed URLs: OBS/S3 v2 Signature=, S3 v4 X-Amz-Signature=, Azure SAS sig=
+           r"|SIGNATURE(?!S(?![A-Za-z]))|(?<![A-Za-z])SIG(?![A-Za-z]))")
 _MARKER_RE = re.compile(_MARKER, re.IGNORECASE)
 _NC = r"A-Za-z0-9_.\-"  # characters of a name
 # No possessive quantifiers (Python 3.10's re has none): every repeat below is followed by a
@@ -352,6 +355,7 @@ class Redactor:
 # too. Over-approximating costs only time; a line missing here would leak, so the
 # differential test (tests/unit/test_redact_fast.py) compares with redact_text.
 _LITERAL_HINTS = (b"key", b"secret", b"credential", b"auth", b"cookie", b"bearer", b"basic",
+                  b"signature",
                   b"mysql", b"mariadb", b"hf_", b"xox", b"eyj",
                   *(c.encode() for c in "\u0130\u0131\u017f\u212a"))  # İ ı ſ K
 _REGEX_HINTS = tuple((re.compile(p), None) for p in (
@@ -377,7 +381,7 @@ def _pwd_ok(low: bytes, i: int) -> bool:
 
 
 _SK_PWD = ((re.compile(rb"sk(?![a-z])"), _sk_ok), (re.compile(rb"ak(?:ia|(?![a-z]))"), _sk_ok),
-           (re.compile(rb"pwd(?![a-z])"), _pwd_ok))
+           (re.compile(rb"pwd(?![a-z])"), _pwd_ok), (re.compile(rb"sig(?![a-z])"), _sk_ok))
 
 
 def _hint_lines(low: bytes) -> list[int]:

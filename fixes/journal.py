@@ -152,6 +152,7 @@ class Journal:
         """Copy the target's bytes, mode and owner into the journal (fsync'd) before it
         changes; read through the same confinement the write will use."""
         n = len(self.data["targets"])
+        self._writable(host_path, resolved)
         entry: dict[str, Any] = {"path": host_path, "resolved": resolved,
                                  "real": os.path.join(root, resolved.lstrip("/")),
                                  "existed": False, "created_dirs": created_dirs}
@@ -164,6 +165,19 @@ class Journal:
                          sha256=hashlib.sha256(data).hexdigest())
         self.data["targets"].append(entry)
         self.save()
+
+    def _writable(self, host_path: str, resolved: str) -> None:
+        """Refuse, before any byte changes, a target whose write would land (through a link
+        of the target tree, maybe swapped in since the plan) on a path its recipe does not
+        write: undo may only restore declared paths, so such a write could never be undone.
+        What is recorded, and later undone, is the path really written (``resolved``)."""
+        from . import FixRegistry
+
+        spec = FixRegistry.discover().recipes.get(self.data.get("recipe"))  # type: ignore[arg-type]
+        if spec is not None and resolved != host_path and not spec.may_write(resolved):
+            raise JournalError(T("{path} now resolves to {real} (through a link), which {recipe} "
+                                 "does not write; nothing was changed there", path=host_path,
+                                 real=resolved, recipe=spec.id))
 
     def backup_bytes(self, n: Any) -> bytes:
         if not isinstance(n, str) or not n.isdigit():

@@ -5,7 +5,10 @@ size-bounded; every refusal is a one-line BundleError."""
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+import stat
 import tarfile
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -24,6 +27,23 @@ MAX_RATIO = 200                     # inflated / compressed, once past RATIO_FRE
 RATIO_FREE = 8 * 1024 * 1024
 
 
+def _open_regular(path: str) -> BinaryIO:
+    """A bundle path opened only when it is a regular file: a FIFO would block the reader
+    forever and a device may act on open. Refused on stat before opening, and the opened
+    descriptor (non-blocking, so a swapped-in FIFO cannot hang it) is checked again."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 def load_into(data: "BundleData", path_or_bytes: "str | bytes") -> "BundleData":
     """Read a bundle from a path or bytes. Bundles come from strangers: the tar is
     streamed through a bounded inflater, only regular members with plain relative
@@ -32,7 +52,7 @@ def load_into(data: "BundleData", path_or_bytes: "str | bytes") -> "BundleData":
     name = path_or_bytes if isinstance(path_or_bytes, str) else "<bundle>"
     try:
         if isinstance(path_or_bytes, str):
-            fh: BinaryIO = open(path_or_bytes, "rb")
+            fh: BinaryIO = _open_regular(path_or_bytes)
         else:
             fh = io.BytesIO(path_or_bytes)
     except OSError as exc:

@@ -13,7 +13,7 @@ from ..errors import SourceError, SourceMissing
 from ..host import (DEFAULT_HTTP_CAP, DEFAULT_OUTPUT_CAP, DEFAULT_READ_LIMIT, CommandResult,
                     Connection, Host, HttpResponse, ProcInfo, StatInfo, norm)
 from ..redact import (is_binary, redact_argv, redact_bytes, redact_env, redact_environ_blob,
-                      redact_text)
+                      redact_obj, redact_text)
 from .format import FORMAT, FORMAT_VERSION, MAX_BLOB, BundleData, _err_entry, _key, _short
 
 
@@ -69,7 +69,7 @@ class RecordingHost(Host):
         value = self._record("read", p, lambda: self.inner.read_bytes(p, limit), enc)
         return value
 
-    def open_stream(self, path):
+    def open_stream(self, path, guard=None):
         """A stream that records the byte ranges a probe actually reads.
 
         An ELF parser reads a few kilobytes of a 97 MB libtorch_npu.so; a log reader reads
@@ -77,7 +77,8 @@ class RecordingHost(Host):
         """
         p = norm(path)
         try:
-            inner = self.inner.open_stream(p)
+            inner = self.inner.open_stream(p, guard) if guard is not None \
+                else self.inner.open_stream(p)
         except (SourceMissing, SourceError) as exc:
             self.data.put("stream", p, _err_entry(exc))
             raise
@@ -147,9 +148,13 @@ class RecordingHost(Host):
         def enc(r: HttpResponse):
             hdrs = {k: (redact_text(f"{k}: {v}").split(": ", 1)[1]) for k, v in r.headers.items()}
             return {"status": r.status, "headers": hdrs,
-                    "body": self.data.blob(redact_bytes(r.body)), "error": r.error,
+                    "body": self.data.blob(redact_bytes(r.body)),
+                    "error": redact_text(r.error) if r.error else r.error,
                     "duration": r.duration_s, "truncated": r.truncated}
-        return self._record("http", url, lambda: self.inner.http_get(url, timeout, headers, cap),
+        # the key is the URL redacted (user:password@, ?token=, Signature=): a replay looks
+        # it up the same way
+        return self._record("http", redact_text(url),
+                            lambda: self.inner.http_get(url, timeout, headers, cap),
                             enc, sequence=True)
 
     def processes(self):
@@ -215,17 +220,17 @@ class RecordingHost(Host):
             "format": FORMAT, "format_version": FORMAT_VERSION, "tool_version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "context": context, "host": self.data.index.get("info", {}).get("", [{}])[0],
-            "options": {k: v for k, v in options.items() if k != "api_key"},
+            "options": redact_obj({k: v for k, v in options.items() if k != "api_key"}),
             "collection_failures": self.failures,
         }
         if report is not None:
             from ..report.jsonreport import report_dict
 
             self.data.manifest["findings_at_collection"] = report.summary
-            self.data.manifest["checks_at_collection"] = [
+            self.data.manifest["checks_at_collection"] = redact_obj([
                 {"id": c["id"], "status": c["status"],
                  "findings": [[f["status"], f["message"]] for f in c["findings"]]}
-                for c in report_dict(report)["checks"]]
+                for c in report_dict(report)["checks"]])
         return self.data
 
 

@@ -18,7 +18,7 @@ from ..i18n import T
 from ..errors import SourceError, SourceMissing
 from ..host import (DEFAULT_HTTP_CAP, DEFAULT_OUTPUT_CAP, DEFAULT_READ_LIMIT, CommandResult,
                     Connection, Host, HostInfo, HttpResponse, ProcInfo, StatInfo, norm)
-from ..redact import redact_argv
+from ..redact import redact_argv, redact_text
 from .format import MAX_BLOB, BundleData, _key, _raise, _short
 
 
@@ -30,6 +30,7 @@ def _glob_match(path: str, pattern: str) -> bool:
 
 _GLOB_KINDS = ("read", "stat", "lstat", "listdir")
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_PROC_FD = re.compile(r"^/proc/\d+/fd/\d+$")
 
 
 def _glob_keys(keys: list[str], pattern: str) -> set[str]:
@@ -164,11 +165,17 @@ class BundleHost(Host):
             _raise(e)
         return self._blob(e["blob"])[:limit]
 
-    def open_stream(self, path) -> BinaryIO:
+    def open_stream(self, path, guard=None) -> BinaryIO:
+        """The recorded stream (``guard`` was applied when it was collected)."""
         p = norm(path)
         if self._overlay_has(p):
             return self._overlay_host().open_stream(p)
         e = self._next("stream", p)
+        if e is None and _PROC_FD.match(p):
+            # bundles before the fd itself was opened recorded the stream under its target
+            target = self.data.get("realpath", p)
+            if target and isinstance(target[-1], str) and target[-1] != p:
+                e = self._next("stream", norm(target[-1]))
         if e is None:
             return io.BytesIO(self.read_bytes(p, MAX_BLOB))
         if "error" in e:
@@ -272,6 +279,8 @@ class BundleHost(Host):
 
     def http_get(self, url, timeout=2.0, headers=None, cap=DEFAULT_HTTP_CAP):
         e = self._next("http", url)
+        if e is None:  # recorded under the URL redacted (user:password@, ?token=)
+            e = self._next("http", redact_text(url))
         if e is None:
             return HttpResponse(url, None, error="not recorded in the bundle (the service was "
                                 "not reachable at collection time)")

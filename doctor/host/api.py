@@ -7,7 +7,7 @@ from __future__ import annotations
 import posixpath
 import stat as _stat
 from abc import ABC, abstractmethod
-from typing import BinaryIO, Mapping
+from typing import Any, BinaryIO, Mapping
 
 from ..errors import SourceError, SourceMissing
 from ..model import HostInfo
@@ -135,8 +135,13 @@ class Host(ABC):
         return self.read_bytes(path, limit).decode("utf-8", "replace")
 
     @abstractmethod
-    def open_stream(self, path: str) -> BinaryIO:
-        """A binary stream for inputs too large to hold (pcaps, gigabyte logs)."""
+    def open_stream(self, path: str, guard: Any = None) -> BinaryIO:
+        """A binary stream for inputs too large to hold (pcaps, gigabyte logs).
+
+        ``guard`` (a ``doctor.safeopen.Guard``) is for files another account can steer:
+        opened once without trusting links, and refused unless the accounts that could
+        change the path (and ``guard.reader``) could read it themselves. A replayed bundle
+        ignores it (the collection applied it)."""
 
     @abstractmethod
     def listdir(self, path: str) -> list[str]: ...

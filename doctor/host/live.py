@@ -56,7 +56,15 @@ class LiveHost(SysrootPaths, Host):
         except OSError as exc:
             raise _os_error(path, exc) from None
 
-    def open_stream(self, path: str) -> BinaryIO:
+    def open_stream(self, path: str, guard=None) -> BinaryIO:
+        if guard is not None:
+            from ..safeopen import Refused, open_guarded
+            if "\0" in path:
+                raise SourceError(path.replace("\0", "\\0"), "invalid path (embedded NUL byte)")
+            try:
+                return open_guarded(norm(path), guard, self.root)
+            except Refused as exc:
+                raise (SourceMissing if exc.missing else SourceError)(path, exc.reason) from None
         try:
             return open(self._resolve(path), "rb")
         except OSError as exc:

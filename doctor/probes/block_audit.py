@@ -23,7 +23,8 @@ from ..inputs import input_error, user_files
 from ..options import RunOptions
 from ..record import dataclass, field
 from ..registry import provider
-from .svcaccess import refusal
+from ..safeopen import Guard
+from .svcaccess import refusal, service_creds
 from .procs import ServiceEnv, ServiceProcesses
 
 ENV = "ASCEND_DOCTOR_BLOCK_AUDIT"
@@ -441,7 +442,10 @@ def gather_block_audit(host: Host, options: RunOptions, env: ServiceEnv | None,
             files.stat(options.block_audit)
         except (SourceMissing, SourceError) as exc:
             raise input_error("--block-audit", options.block_audit, exc) from None
-        return BlockAuditLog((options.block_audit,), "--block-audit", files.open_stream)
+        # the engine (often the service's account) writes it: opened once, links not
+        # trusted, decided on what was opened (doctor/safeopen.py)
+        return BlockAuditLog((options.block_audit,), "--block-audit",
+                             lambda p: files.open_stream(p, guard=Guard()))
     else:
         named = (env.env.get(ENV, "").strip() if env is not None else "")
         if not named:
@@ -453,6 +457,7 @@ def gather_block_audit(host: Host, options: RunOptions, env: ServiceEnv | None,
         paths = sorted(host.glob(named.replace("{pid}", "*"))) if "{pid}" in named else [named]
         if not paths:
             raise SourceMissing(named, T("no file matches ({origin})", origin=origin))
+    creds = None
     for p in paths:
         host.stat(p)  # absent → SourceMissing, unreadable → SourceError, named
         uid = next((s.proc.uid for s in (procs.servers if procs else ()) if s.pid == env.pid),
@@ -460,4 +465,9 @@ def gather_block_audit(host: Host, options: RunOptions, env: ServiceEnv | None,
         why = refusal(host, p, env.pid, uid) if env is not None and env.pid is not None else None
         if why:  # the service's environment named it: never read it with root's rights
             raise SourceError(p, T("{why} ({origin})", why=why, origin=origin))
-    return BlockAuditLog(tuple(paths), origin, host.open_stream)
+        if env is not None and env.pid is not None:
+            creds = service_creds(host, env.pid, uid)
+    # the check above is by name, for the message; what is read is decided again on the
+    # opened descriptor with the service's uid and groups (a name can be swapped in between)
+    guard = Guard(reader=creds)
+    return BlockAuditLog(tuple(paths), origin, lambda p: host.open_stream(p, guard=guard))

@@ -17,6 +17,7 @@ from ..errors import ParseError, SourceError, SourceMissing, describe
 from ..i18n import T
 from ..host import Host, ProcInfo
 from ..inputs import input_error, user_files
+from ..safeopen import Guard
 from ..options import RunOptions
 from ..record import dataclass, field
 from ..registry import provider
@@ -55,7 +56,9 @@ def gather_dns_traffic(host: Host, options: RunOptions) -> DnsTraffic:
     if options.pcap:
         source = options.pcap
         try:
-            stream = user_files(host).open_stream(options.pcap)
+            # opened once, links not trusted, refused unless whoever can change its path
+            # could read it (doctor/safeopen.py)
+            stream = user_files(host).open_stream(options.pcap, guard=Guard())
         except (SourceMissing, SourceError) as exc:
             raise input_error("--pcap", options.pcap, exc) from None
     elif options.sniff_seconds:

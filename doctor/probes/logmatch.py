@@ -15,7 +15,8 @@ from ..host import Host
 from ..record import dataclass, field
 from ..registry import provider
 from .kbfact import Knowledge
-from .logs import LinePrefilter, LogFile, LogScan, LogSources, StatsLine, scan_lines
+from .logs import (LinePrefilter, LogFile, LogScan, LogSources, StatsLine, scan_lines,
+                   stream_size)
 
 CHUNK = 4096
 
@@ -92,6 +93,9 @@ class LogFileMatches:
     matches: tuple[_Acc, ...] = ()
     lines: int = 0
     last_stats: StatsLine | None = None
+    cut: str | None = None  # why the read stopped early (what was read still counts)
+    read_to: int | None = None
+    size: int | None = None  # the file's size when opened
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,10 +115,14 @@ def scan_source(host: Host, sources: LogSources, lf: LogFile, kb) -> LogFileMatc
         return LogFileMatches(lf, exc.reason)
     scan = LogScan()
     try:
-        matches = match_file(kb, fh, lf.size, scan)
+        # the size of what was opened, not of the name stat'ed earlier: a growing log is
+        # read to where it ended when opened
+        size = stream_size(fh)
+        matches = match_file(kb, fh, lf.size if size is None else size, scan)
     finally:
         fh.close()
-    return LogFileMatches(lf, None, tuple(matches), scan.lines, scan.last_stats)
+    return LogFileMatches(lf, None, tuple(matches), scan.lines, scan.last_stats, scan.cut,
+                          scan.read_to, size)
 
 
 @provider

@@ -8,8 +8,10 @@ past ``TAIL_BYTES`` only the tail is read (the recent part is what explains a fa
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import re
+import time
 from typing import BinaryIO, Iterator
 
 from ..casefold import fold
@@ -20,11 +22,16 @@ from ..inputs import user_files
 from ..options import RunOptions
 from ..record import dataclass
 from ..registry import provider
-from .svcaccess import refusal
+from ..safeopen import Guard
+from .svcaccess import refusal, service_creds
 from .procs import ServiceProcesses
 
 TAIL_BYTES = 256 * 1024 * 1024
 MAX_LINE = 64 * 1024
+# a log is read up to its size when opened (a log growing faster than it is read would
+# otherwise never end) and for at most READ_BUDGET_S, well inside the logs check's 60 s: what
+# was read is kept and the finding says where it stopped
+READ_BUDGET_S = 40.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,6 +42,8 @@ class LogFile:
     origin: str  # "--log" or "stdout of pid 4711"
     size: int | None = None
     error: str | None = None  # why it cannot be read
+    via: str | None = None  # what is opened: /proc/PID/fd/N for the service's own streams
+    reader: "tuple[int, tuple[int, ...]] | None" = None  # the service's uid and groups
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,9 +54,12 @@ class LogSources:
     user: Host | None = None  # where --log files are read (the user's files, not the host's)
 
     def open(self, host: Host, lf: LogFile) -> BinaryIO:
-        """A --log file from the user's filesystem; a service's stdout/stderr from the host."""
-        return (self.user or host).open_stream(lf.path) if lf.origin == "--log" \
-            else host.open_stream(lf.path)
+        """A --log file from the user's filesystem; a service's stdout/stderr from the host,
+        through ``/proc/PID/fd/N`` itself (the very file the process holds, never its name
+        again) and only when the service's own uid could read it (doctor/safeopen.py)."""
+        if lf.origin == "--log":
+            return (self.user or host).open_stream(lf.path, guard=Guard())
+        return host.open_stream(lf.via or lf.path, guard=Guard(reader=lf.reader))
 
 
 @provider
@@ -58,7 +70,8 @@ def gather_log_sources(host: Host, options: RunOptions, procs: ServiceProcesses 
 
     user = user_files(host)
 
-    def add(path: str, origin: str) -> None:
+    def add(path: str, origin: str, via: str | None = None,
+            reader: "tuple[int, tuple[int, ...]] | None" = None) -> None:
         if path in seen:
             return
         seen.add(path)
@@ -71,7 +84,7 @@ def gather_log_sources(host: Host, options: RunOptions, procs: ServiceProcesses 
             if origin == "--log":
                 files.append(LogFile(path, origin, None, "not a regular file"))
             return
-        files.append(LogFile(path, origin, st.size))
+        files.append(LogFile(path, origin, st.size, None, via, reader))
 
     for p in options.logs:
         add(p, "--log")
@@ -83,15 +96,19 @@ def gather_log_sources(host: Host, options: RunOptions, procs: ServiceProcesses 
                 continue
             if target.startswith("/") and not target.startswith(("/dev/", "/proc/")) \
                     and "socket:" not in target and "pipe:" not in target:
+                creds = service_creds(host, sp.pid, sp.proc.uid)
                 try:
                     why = refusal(host, target, sp.pid, sp.proc.uid)  # read it with the service's rights
                 except (SourceMissing, SourceError):
                     why = None  # absent or unreadable: add() names it
-                if why and target not in seen:
+                if (why or creds is None) and target not in seen:
                     seen.add(target)
-                    files.append(LogFile(target, f"{name} of pid {sp.pid}", None, why))
+                    files.append(LogFile(target, f"{name} of pid {sp.pid}", None,
+                                         why or f"not read: cannot tell the uid of pid {sp.pid}"))
                     continue
-                add(target, f"{name} of pid {sp.pid}")
+                # the name is only shown: what is read is the descriptor itself, decided on
+                # its fstat at open time (a name checked, then opened again, can be swapped)
+                add(target, f"{name} of pid {sp.pid}", f"/proc/{sp.pid}/fd/{fd}", creds)
     if not files:
         raise SourceMissing(T("log files"), T("no --log given and the server's stdout/stderr "
                                               "are not regular files"))
@@ -318,6 +335,19 @@ class LogScan:
     """What one pass over a log gives the logs check besides the candidate lines."""
     lines: int = 0
     last_stats: StatsLine | None = None
+    cut: str | None = None  # why the read stopped before the end (time budget, a gap)
+    read_to: int | None = None  # the offset the read reached
+
+
+def stream_size(fh: BinaryIO) -> int | None:
+    """The size of an open stream now (the end a read of it stops at), None if unknown."""
+    try:
+        pos = fh.tell()
+        end = fh.seek(0, os.SEEK_END)
+        fh.seek(pos)
+        return end
+    except (OSError, ValueError):
+        return None
 
 
 def _pieces(block: bytes) -> Iterator[bytes]:
@@ -332,12 +362,32 @@ def _pieces(block: bytes) -> Iterator[bytes]:
         yield raw
 
 
-def _blocks(fh: BinaryIO, size: int | None) -> Iterator[bytes]:
-    """The stream (its last TAIL_BYTES when larger) in blocks that each start a line."""
+def _blocks(fh: BinaryIO, size: int | None, result: LogScan | None = None,
+            deadline: float | None = None) -> Iterator[bytes]:
+    """The stream (its last TAIL_BYTES when larger) in blocks that each start a line; never
+    past ``size`` (what the file held when opened) nor past ``deadline`` (time.monotonic):
+    a cut read ends with ``result.cut`` saying why."""
     _seek_tail(fh, size)
     carry = b""
+    try:
+        pos = fh.tell()
+    except (OSError, ValueError):
+        pos = 0
     while True:
-        data = fh.read(BLOCK)
+        want = BLOCK if size is None else min(BLOCK, size - pos)
+        if deadline is not None and want > 0 and time.monotonic() > deadline:
+            if result is not None:
+                result.cut = f"read for {READ_BUDGET_S:g} s"
+            want = 0
+        try:
+            data = fh.read(want) if want > 0 else b""
+        except SourceError as exc:  # a replayed bundle whose collection stopped there
+            if result is None:
+                raise
+            result.cut, data = exc.reason, b""
+        pos += len(data)
+        if result is not None:
+            result.read_to = pos
         if not data:
             if carry:
                 yield carry
@@ -362,7 +412,8 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
     if engine is None and not auto:
         engine = scan_engine(pre.literals)
     n, read = 0, 0
-    for block in _blocks(fh, size):
+    deadline = time.monotonic() + READ_BUDGET_S
+    for block in _blocks(fh, size, result, deadline):
         read += len(block)
         if auto and read > HS_AFTER:
             engine, auto = scan_engine(pre.literals), False
@@ -406,10 +457,13 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
         while (i := block.rfind(b"throughput", 0, end)) >= 0:
             s = block.rfind(b"\n", 0, i) + 1
             e = block.find(b"\n", i) + 1 or len(block)
-            st = parse_stats_line(block[s:e].decode("utf-8", "replace"),
-                                  n + block.count(b"\n", 0, s) + 1)
+            # the line number is counted only for the line that parses: counting it for
+            # every "throughput" line that is not a stats line made a block quadratic (a
+            # 15 MB log of such lines took > 60 s)
+            st = parse_stats_line(block[s:e].decode("utf-8", "replace"), 0)
             if st is not None:
-                result.last_stats = st
+                result.last_stats = dataclasses.replace(
+                    st, line_no=n + block.count(b"\n", 0, s) + 1)
                 break
             end = s
         n += block.count(b"\n") + (0 if block.endswith(b"\n") else 1)

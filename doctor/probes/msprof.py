@@ -27,6 +27,7 @@ from ..native import NativeFallback, load, read_into
 from ..options import RunOptions
 from ..record import dataclass, field
 from ..registry import provider
+from ..safeopen import Guard
 
 COMPUTE_TYPES = {"AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "MIX_AIC", "MIX_AIV", "KERNEL_AICORE",
                  "KERNEL_AICPU", "AIC", "AIV", "MIX"}
@@ -70,9 +71,11 @@ def _index(header: list[str], spec: dict[str, tuple[str, ...]], required: Iterab
                 break
     missing = [spec[k][0] for k in required if k not in idx]
     if missing:
-        raise CsvFormatError(T("not a {kind} export: column(s) {missing} missing (header: "
-                               "{header})", kind=kind, missing=", ".join(missing),
-                               header=", ".join(clean[:8]) + ("…" if len(clean) > 8 else "")))
+        # the header of a file not recognised is never quoted: it may be anything (a link
+        # the service planted to a root-only file), only counted
+        raise CsvFormatError(T("not a {kind} export: column(s) {missing} missing (its first "
+                               "row has {n} field(s))", kind=kind, missing=", ".join(missing),
+                               n=len(clean)))
     return idx
 
 
@@ -578,6 +581,11 @@ def gather_profile(host: Host, options: RunOptions) -> Profile:
     have_ops = {posixpath.dirname(f) for f, k in chosen if k in ("op_summary", "kernel_details")}
     acc = ProfileAcc()
     used = []
+    refused: list[str] = []
+    # msprof writes the directory as the service: every file is opened once, links not
+    # trusted, and read only when the accounts that can change its path could read it
+    # themselves (doctor/safeopen.py); a refused file is named, never read
+    guard = Guard()
     for f, kind in sorted(chosen):
         if kind in ("op_statistic", "task_time") and posixpath.dirname(f) in have_ops:
             continue
@@ -586,22 +594,30 @@ def gather_profile(host: Host, options: RunOptions) -> Profile:
             read = False
             if parser is parse_op_rows:  # the C scanner when built; refused input: Python
                 try:
-                    with host.open_stream(f) as raw:
+                    with host.open_stream(f, guard=guard) as raw:
                         parse_op_bytes(raw, acc, f)
                     read = True
                 except NativeFallback:
                     pass
             if not read:
-                with host.open_stream(f) as raw:
+                with host.open_stream(f, guard=guard) as raw:
                     parser(text_lines(raw), acc, f)
+        except (SourceMissing, SourceError) as exc:
+            if isinstance(exc, ParseError):
+                raise
+            refused.append(f"{f}: {exc.reason}")
+            continue
         except CsvFormatError as exc:
             raise ParseError(f, describe(exc)) from None
         except csv.Error as exc:
             raise ParseError(f, T("CSV syntax error: {exc}", exc=str(exc))) from None
         used.append(f)
+    if refused and not used:
+        raise SourceError(f"--profile {root}", "; ".join(refused[:3]))
+    acc.problems.extend(refused)
     for j in timelines[:4]:
         try:
-            with host.open_stream(j) as raw:
+            with host.open_stream(j, guard=guard) as raw:
                 scan_timeline(_chunks(raw), acc)
             used.append(j)
         except (SourceMissing, SourceError) as exc:

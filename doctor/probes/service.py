@@ -10,17 +10,19 @@ Secrets: the API key is sent as a bearer token on /v1 only and never kept in a f
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import math
 from typing import Iterable, Mapping
+from urllib.parse import urlsplit
 
 from .. import boundedjson
-from ..errors import ParseError, SourceMissing
+from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host, HttpResponse
 from ..options import RunOptions
 from ..record import dataclass, field
 from ..registry import provider
-from .procs import ServiceProcesses
+from .procs import ServiceProcesses, parse_environ
 
 HTTP_TIMEOUT = 2.0
 SCRAPE_INTERVAL = 1.0
@@ -160,6 +162,7 @@ class ServiceHttp:
     metrics_error: str | None = None  # why /metrics gave no usable scrape
     api_key_sent: bool = False
     pid: int | None = None  # the discovered server asked (None: the URL --service names)
+    api_key_withheld: str | None = None  # why a key given was not sent to this server
 
     @property
     def health(self) -> Endpoint:
@@ -213,6 +216,35 @@ def _endpoint(path: str, r: HttpResponse, want_json: bool) -> Endpoint:
                     r.body[:200].decode("utf-8", "replace"))
 
 
+def key_for(host: Host, sp, base: str, api_key: str | None) -> tuple[str | None, str | None]:
+    """(the key to send, why it is withheld) for a server that discovery found (the user
+    did not name it with --service). The operator's key goes only to a listener whose
+    socket belongs to that server's process tree and whose process already holds that very
+    key (``--api-key`` in its argv or VLLM_API_KEY in its environment): a process of any
+    account can carry vLLM-like argv, and sending it the key would hand it over."""
+    if not api_key:
+        return None, None
+    port = urlsplit(base).port
+    if port is None or port not in sp.listen_ports:
+        return None, (f"the key was not sent: port {port} is not a listening socket of pid "
+                      f"{sp.pid} (pass --service URL to send it there)")
+    held = []
+    arg = sp.args.get("api-key")
+    if isinstance(arg, str):
+        held += arg.replace(",", " ").split()
+    try:
+        env = parse_environ(host.proc_read(sp.pid, "environ"))
+        if env.get("VLLM_API_KEY"):
+            held.append(env["VLLM_API_KEY"])
+    except (SourceMissing, SourceError):
+        pass
+    if any(hmac.compare_digest(h.encode(), api_key.encode()) for h in held):
+        return api_key, None
+    return None, (f"the key was not sent: pid {sp.pid} (uid {sp.proc.uid}) was found by its "
+                  f"command line and does not hold that key itself (pass --service URL to "
+                  f"send it there)")
+
+
 def gather_http(host: Host, base: str, given: bool, api_key: str | None,
                 interval: float = SCRAPE_INTERVAL) -> ServiceHttp:
     """The bounded probe sequence; same Host calls in every context (bundles replay it)."""
@@ -253,12 +285,15 @@ def gather_service_http(host: Host, options: RunOptions,
                         procs: ServiceProcesses | None) -> ServiceHttp:
     found = procs is not None and bool(procs.servers)
     base = options.service_url
+    key, withheld = options.api_key, None
     if not options.service_url_given and found:
         # no --service: ask the server we found, on the port it listens on
         base = procs.primary.api_url(base)  # type: ignore[union-attr]
-    http = gather_http(host, base, options.service_url_given, options.api_key)
+        key, withheld = key_for(host, procs.primary, base, options.api_key)  # type: ignore[union-attr]
+    http = gather_http(host, base, options.service_url_given, key)
     if not options.service_url_given and found:
-        http = dataclasses.replace(http, pid=procs.primary.pid)  # type: ignore[union-attr]
+        http = dataclasses.replace(http, pid=procs.primary.pid,  # type: ignore[union-attr]
+                                   api_key_withheld=withheld)
     if not http.reachable and not options.service_url_given and not found:
         raise SourceMissing(T("vLLM service at {base}", base=base),
                             T("no vLLM server process and {why} (pass --service URL to name one)",
@@ -290,8 +325,9 @@ def gather_servers_http(host: Host, options: RunOptions, procs: ServiceProcesses
             skipped.append(sp.pid)
             continue
         seen.add(base)
-        out.append(dataclasses.replace(gather_http(host, base, False, options.api_key),
-                                       pid=sp.pid))
+        key, withheld = key_for(host, sp, base, options.api_key)
+        out.append(dataclasses.replace(gather_http(host, base, False, key), pid=sp.pid,
+                                       api_key_withheld=withheld))
     return ServersHttp(tuple(out), tuple(skipped))
 
 

@@ -90,6 +90,34 @@ def service_credentials(host: Host, procs: ServiceProcesses | None,
     return RunAs(uid, gid, name or ("root" if uid == 0 else ""))
 
 
+def service_pythonpath(host: Host, value: str, uid: int) -> tuple[list[str], list[tuple[str, str]]]:
+    """The service's PYTHONPATH entries the import may use, and those it may not (why).
+
+    An entry is used when it is an absolute directory owned by the service's uid (or root)
+    that no other account can write: its code runs as the service anyway. Anything else
+    (relative, missing, another account's, group/world-writable) is named, not used."""
+    used: list[str] = []
+    dropped: list[tuple[str, str]] = []
+    for p in dict.fromkeys(x for x in value.split(":") if x):
+        if not p.startswith("/"):
+            dropped.append((p, "not an absolute path"))
+            continue
+        try:
+            st = host.stat(p)
+        except (SourceMissing, SourceError) as exc:
+            dropped.append((p, str(exc.reason)))
+            continue
+        if not st.is_dir:
+            dropped.append((p, "not a directory"))
+        elif st.uid not in (0, uid):
+            dropped.append((p, f"owned by uid {st.uid}, not the service's uid {uid} or root"))
+        elif st.mode & 0o022:
+            dropped.append((p, f"writable by other accounts (mode {st.mode & 0o777:04o})"))
+        else:
+            used.append(p)
+    return used, dropped
+
+
 @provider
 def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses | None,
                         env: ServiceEnv | None) -> TorchNpuImport:
@@ -101,11 +129,22 @@ def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses
     if environ == own:  # the doctor's own environment: only what the import needs, no secrets
         environ = minimal_env(own)
     cred = service_credentials(host, procs, env)
-    argv = [python, "-c", "import torch_npu"]
+    used, dropped = [], []
+    if env is not None and env.pid is not None and cred is not None and environ is env.env:
+        used, dropped = service_pythonpath(host, environ.get("PYTHONPATH", ""), cred.uid)
+    # ``python -I`` ignores PYTHONPATH: the service's own entries are put on sys.path by the
+    # command itself, so a service that finds torch_npu through PYTHONPATH is judged as it runs
+    code = (f"import sys; sys.path[0:0] = {used!r}; import torch_npu" if used
+            else "import torch_npu")
+    argv = [python, "-c", code]
     with as_service(cred):  # the service's interpreter and LD_PRELOAD never run as root
         res = host.run(argv, timeout=IMPORT_TIMEOUT_S, cap=256 * 1024, env=environ)
     who = cred.describe() if cred is not None else "the doctor's own user"
     ran = f"ran {display(isolate_python(tuple(argv)), 300)} as {who}" if host.kind != "bundle" else ""
+    if used:
+        ran += f", with the service's PYTHONPATH {':'.join(used)}"
+    if dropped:
+        ran += "; PYTHONPATH entries not used: " + "; ".join(f"{p} ({why})" for p, why in dropped)
     out = (res.stderr or res.stdout).decode("utf-8", "replace")
     return TorchNpuImport(python, why, env.source if env else T("the doctor's own environment"),
                           res.returncode, res.timed_out, res.duration_s, out[-8000:], ran)

@@ -223,8 +223,11 @@ class DoctorApp(App):
                 data = getattr(host, "data", None)
                 poll = replay_bundle(data, self.options.service_url) if data is not None else Poll()
             else:
+                # the key goes only to a --service the user named (issue 34), never to
+                # whatever listens on the default port
                 headers = ({"Authorization": f"Bearer {self.options.api_key}"}
-                           if getattr(self.options, "api_key", None) else None)
+                           if getattr(self.options, "api_key", None)
+                           and getattr(self.options, "service_url_given", False) else None)
                 poll = poll_live(self.make_host(), self.options.service_url, headers)
         except Exception as exc:
             poll = Poll(errors=[f"live panel: {type(exc).__name__}: {exc}"])

@@ -25,8 +25,10 @@ with the 0.9 list form of ``scheduled_cached_reqs`` and the later ``resumed_req_
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import time
 from typing import Any, Callable
 
@@ -52,15 +54,29 @@ class AuditFile:
         self.keep = max(0, keep)
         self.rotations = 0
         self._fd = -1
+        self._dfd = -1
         self._size = 0
+        self._dir, self._name = os.path.split(os.path.abspath(path))
 
     def _open(self) -> None:
-        d = os.path.dirname(self.path)
-        if d:
-            os.makedirs(d, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-                           0o644)
-        self._size = os.fstat(self._fd).st_size
+        """Open (create) the file relative to its directory's descriptor, never following a
+        link: the engine may run as root and the directory may be writable by another
+        account, which could plant FILE (or FILE.1) as a link to any file. An existing
+        file must be a regular file of our own uid with one link (no hard link either)."""
+        if self._dfd < 0:
+            os.makedirs(self._dir, exist_ok=True)
+            self._dfd = os.open(self._dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(self._name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+                     | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, 0o644, dir_fd=self._dfd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.geteuid():
+            os.close(fd)
+            raise OSError(errno.EPERM, f"{self.path}: not a regular file of uid {os.geteuid()} "
+                          f"with one link (mode {st.st_mode:o}, uid {st.st_uid}, "
+                          f"{st.st_nlink} links): not written")
+        os.set_blocking(fd, True)
+        self._fd = fd
+        self._size = st.st_size
 
     def write(self, line: bytes) -> None:
         if self._fd < 0:
@@ -75,23 +91,34 @@ class AuditFile:
         return not self._size or self._size + n <= self.max_bytes
 
     def rotate(self) -> None:
-        os.close(self._fd)
-        self._fd = -1
+        """FILE → FILE.1 → … by renames inside the directory's descriptor (a rename moves a
+        link itself, never its target); with ``keep`` 0 the open descriptor is truncated,
+        never a path."""
         if self.keep:
+            os.close(self._fd)
+            self._fd = -1
             for i in range(self.keep - 1, 0, -1):
-                src = f"{self.path}.{i}"
-                if os.path.exists(src):
-                    os.replace(src, f"{self.path}.{i + 1}")
-            os.replace(self.path, f"{self.path}.1")
+                src = f"{self._name}.{i}"
+                try:
+                    os.stat(src, dir_fd=self._dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                os.replace(src, f"{self._name}.{i + 1}", src_dir_fd=self._dfd,
+                           dst_dir_fd=self._dfd)
+            os.replace(self._name, f"{self._name}.1", src_dir_fd=self._dfd, dst_dir_fd=self._dfd)
+            self._open()
         else:
-            os.truncate(self.path, 0)
+            os.ftruncate(self._fd, 0)
+            self._size = 0
         self.rotations += 1
-        self._open()
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._dfd >= 0:
+            os.close(self._dfd)
+            self._dfd = -1
 
 
 def _ids(groups: Any) -> Any:

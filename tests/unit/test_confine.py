@@ -114,7 +114,9 @@ def test_export_root_drops_setuid_and_creates_links_last(tmp_path, sentinel):
     assert r.exit_code == 0, r.output
     assert stat.S_IMODE(os.stat(out / "usr/bin/tool").st_mode) == 0o755
     assert stat.S_IMODE(os.stat(out / "usr/bin/gtool").st_mode) == 0o755
-    assert stat.S_IMODE(os.stat(out / "usr/bin").st_mode) == 0o777  # no sticky bit
+    # a 1777 directory keeps its sticky bit (world-writable without it: anyone replaces
+    # anyone's files); setuid/setgid on files go
+    assert stat.S_IMODE(os.stat(out / "usr/bin").st_mode) == 0o1777
     assert os.readlink(out / "lib") == "usr/lib"
     assert os.readlink(out / "etc/abs") == str(sentinel)  # data, never followed
 
@@ -338,3 +340,14 @@ def test_edit_after_backup_is_refused_at_write_and_kept(sysroot, monkeypatch):
     with pytest.raises(FixFailed, match="changed since the plan"):
         apply_plan(plan, ctx)
     assert "late-edit" in sysroot.path("/etc/hosts").read_text()
+
+
+def test_export_root_validates_the_whole_bundle_before_writing(tmp_path, sentinel):
+    """Issue 34: the entries sorted first are fine, a later one cannot be written (a file
+    that another entry needs as a directory): exit 2 and not one byte written."""
+    b = bundle(tmp_path, [("/a", DIR, None), ("/a/ok", reg(), b"fine\n"),
+                          ("/b", reg(), b"a file\n"), ("/b/c", reg(), b"under a file\n")])
+    r, out = export(tmp_path, b)
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert "/b is a file, not a directory" in r.output
+    assert not out.exists() or not any(out.iterdir())

@@ -385,3 +385,24 @@ def test_service_env_launch_line_pastes_and_passes_values_exactly(sysroot, tmp_p
     lines = out.stdout.splitlines()
     assert "ODD_VALUE=a b;$(id)" in lines
     assert "ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest" in lines
+
+
+def test_a_link_swapped_in_after_the_plan_is_refused_and_undo_still_works(sysroot):
+    """Issue 34: the target's directory is swapped for a link (inside the root) between plan
+    and apply. The write would land on a path the recipe does not declare, which undo can
+    never restore: the apply is refused before any byte changes, and undo still runs."""
+    from ascend_doctor.fixes.apply import FixFailed
+
+    broken_ldconf(sysroot)
+    plan, ctx = plan_for("ldconf.ascend-conf", sysroot.root)
+    root = sysroot.root
+    os.makedirs(os.path.join(root, "opt"), exist_ok=True)
+    os.rename(os.path.join(root, "etc/ld.so.conf.d"), os.path.join(root, "opt/elsewhere"))
+    os.symlink("/opt/elsewhere", os.path.join(root, "etc/ld.so.conf.d"))
+    before = snapshot(root)
+    with pytest.raises(FixFailed, match="does not write"):
+        apply_plan(plan, ctx, host_factory(root))
+    assert snapshot(root) == before  # not one byte written
+    out = undo()  # the journal of the refused apply is not stuck
+    assert out["journal"]
+    assert snapshot(root) == before

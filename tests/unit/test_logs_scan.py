@@ -245,3 +245,75 @@ def test_required_literal_of_every_signature_equals_the_parsed_one():
     kb = knowledge.load()
     for p in (p for e in kb.entries.values() for p in e.signatures):
         assert logs_probe.required_literal(p) == logs_probe._literal_by_parse(p), p
+
+
+def test_a_log_is_read_to_its_size_when_opened_and_a_time_cut_is_said(tmp_path):
+    """Issue 34: a log growing faster than it is read made the logs check time out and the
+    bundle hold no log. The read stops at the size the file had when opened, and a read cut
+    by the time budget keeps what it read and says where it stopped."""
+    import io
+    import time as _time
+
+    from ascend_doctor.probes import logs
+
+    class Growing(io.RawIOBase):
+        """A file that gains a line for every read (a writer at full speed)."""
+
+        def __init__(self, start: bytes) -> None:
+            self.data = bytearray(start)
+            self.pos = 0
+
+        def readable(self):
+            return True
+
+        def seekable(self):
+            return True
+
+        def seek(self, off, whence=0):
+            self.pos = {0: off, 1: self.pos + off, 2: len(self.data) + off}[whence]
+            return self.pos
+
+        def tell(self):
+            return self.pos
+
+        def readinto(self, b):
+            self.data += b"INFO growing line\n" * 1000
+            chunk = self.data[self.pos:self.pos + len(b)]
+            b[:len(chunk)] = chunk
+            self.pos += len(chunk)
+            return len(chunk)
+
+    start = b"".join(b"INFO line %d\n" % i for i in range(1000))
+    fh = io.BufferedReader(Growing(start))
+    size = logs.stream_size(fh)
+    assert size == len(start)
+    res = logs.LogScan()
+    pre = logs.LinePrefilter(["never-matches-anything"])
+    list(logs.scan_lines(fh, size, pre, res))
+    assert res.lines == 1000 and res.cut is None and res.read_to == len(start)
+
+    res = logs.LogScan()
+    blocks = list(logs._blocks(io.BytesIO(start), len(start), res, _time.monotonic() - 1))
+    assert blocks == [] and res.cut == f"read for {logs.READ_BUDGET_S:g} s" and res.read_to == 0
+
+
+def test_many_throughput_lines_that_are_not_stats_lines_stay_linear():
+    """A block full of lines holding "throughput" that are not vLLM's stats line: the
+    search for the last stats line counted newlines for each of them (quadratic: a 15 MB
+    log of such lines took > 60 s). Same answer as the line-by-line path, in bounded time."""
+    import io
+    import time as _time
+
+    from ascend_doctor.probes import logs
+
+    junk = b"INFO engine.py:1] Avg prompt throughput: 1.0 tokens/s, x\n"
+    stats = (b"INFO loggers.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput:"
+             b" 2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs, GPU KV cache usage: 5.0%\n")
+    data = stats + junk * 60_000  # ~3.4 MB: one block
+    pre = logs.LinePrefilter(["never-matches-anything"])
+    t0 = _time.monotonic()
+    res = logs.LogScan()
+    list(logs.scan_lines(io.BytesIO(data), len(data), pre, res, logs._PyEngine([b"never"])))
+    assert _time.monotonic() - t0 < 5.0
+    assert res.last_stats is not None and res.last_stats.line_no == 1
+    assert res.lines == 60_001

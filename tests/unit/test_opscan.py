@@ -92,7 +92,6 @@ def test_real_headers_agree():
     b'Device_id,Op Name,OP Type,Task Duration(us)\n0,"multi\nline\r\nname",Add,1\n0,"open',
     b"Device_id,Op Name,OP Type,Task Duration(us)\n0,a,Add,N/A\n0,a,Add,\n0,a,Add,x\n0,a,Add, 1_0 \n",
     b"Device_id,Op Name,OP Type,Task Duration(us)\n0,a,Add,1e999\n0,a,Add,-0\n0,a,Add,inf\n0,a,Add,.5\n",
-    b"Device_id,Op Name,OP Type,Task Duration(us)\n0,\xff\xfe,Add,1\n\xe4\xb8,\xe4\xb8\xad,\xed\xa0\x80,2\n",
     b"\xef\xbb\xbf\"Device_id\",\"Op Name\",\"OP Type\",\"Task Duration(us)\"\n0,M,MEMCPY_ASYNC,4\n",
     b"Device_id,Op Name,OP Type,Task Type,Stream ID,Task Duration(us),Step Id\n"
     b"0,MEMCPY_ASYNC,MEMCPY_ASYNC,MEMCPY_ASYNC,3,5,1\n1,hcom_x,HcomAllReduce,AI_CPU,7,2,1\n"
@@ -180,3 +179,41 @@ def test_mutated_exports_agree(rows, edits, cut, block):
         same(bytes(data)[:cut])
     finally:
         msprof.OP_BLOCK = saved
+
+
+def _rows(*names: bytes) -> bytes:
+    head = ",".join(OP_SUMMARY_HEADER).encode() + b"\r\n"
+    out = [head]
+    for i, name in enumerate(names):
+        r = op_row(0, 2, "X", "MatMulV2", "AI_CORE", 1000 + i, 10.0)
+        cells = [str(v).encode() for v in r]
+        cells[4] = name  # Op Name
+        cells[5] = name  # OP Type: the key's name
+        out.append(b",".join(cells) + b"\r\n")
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("data", [
+    # two rows whose different invalid bytes both decode to U+FFFD: one key for Python
+    _rows(b"Mat\xffMul", b"Mat\xfeMul"),
+    # a UTF-8 sequence split by a quote: invalid in the stream, whole once unescaped
+    _rows(b'"\xe4"\xb8\xad', b"Add"),
+    # a file that is only a cut BOM
+    b"\xef\xbb",
+    b"\xef",
+    # invalid bytes of every kind (cut, surrogate) in a row
+    b"Device_id,Op Name,OP Type,Task Duration(us)\n0,\xff\xfe,Add,1\n\xe4\xb8,\xe4\xb8\xad,\xed\xa0\x80,2\n",
+    # and the same shapes in the header
+    _rows(b"Add").replace(b"Device_id", b"Device_id\xff", 1),
+], ids=["two-invalid-names", "split-by-quote", "cut-bom-2", "cut-bom-1", "mixed", "header"])
+def test_invalid_utf8_shapes_agree(data):
+    """Issue 34: the three shapes where the scanner and the Python path disagreed. The
+    scanner now leaves every record with invalid UTF-8 to the Python path (what
+    gather_profile does on NativeFallback), so both give the same Profile."""
+    assert not same(data)  # refused by the scanner: read by Python
+    with pytest.raises(NativeFallback):
+        c_path(data)
+
+
+def test_valid_non_ascii_still_takes_the_scanner():
+    assert same(_rows("矩阵乘".encode(), "Add".encode(), "😀".encode()))

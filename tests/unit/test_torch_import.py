@@ -89,3 +89,34 @@ def test_missing_interpreter_skips_naming_it():
     r = run(LiveHost("/"), RunOptions(python="/no/such/python3"),
             config=RunConfig(only=("torch_npu.import",))).results[0]
     assert r.status == Status.SKIP and "/no/such/python3" in r.findings[0].message
+
+
+def test_service_pythonpath_is_passed_when_it_belongs_to_the_service(tmp_path):
+    """Issue 34: ``python -I`` ignores PYTHONPATH, so a service that finds torch_npu through
+    it was told "torch_npu is not installed". Its own entries are now put on sys.path (and
+    the finding says so); an entry other accounts can write is named and not used."""
+    import os
+    import sys
+
+    good = tmp_path / "svc-site"
+    (good / "torch_npu").mkdir(parents=True)
+    (good / "torch_npu" / "__init__.py").write_text("")
+    bad = tmp_path / "shared"
+    (bad / "torch_npu").mkdir(parents=True)
+    (bad / "torch_npu" / "__init__.py").write_text("raise SystemExit('planted torch_npu ran')\n")
+    os.chmod(bad, 0o777)
+    for d in (tmp_path, good, good / "torch_npu"):
+        os.chmod(d, 0o755)
+    py = sys.executable
+    uid = os.geteuid()
+    server = ServiceProcess(ProcInfo(4711, 1, "python3", (py, "-m", "vllm.entrypoints.openai.api_server"),
+                                     user="root" if uid == 0 else str(uid), uid=uid, exe=py))
+    env = ServiceEnv({"PYTHONPATH": f"{bad}:relative/dir:{good}", "PATH": "/usr/bin:/bin"},
+                     "/proc/4711/environ", 4711)
+    res = ti.gather_torch_import(LiveHost("/"), RunOptions(), ServiceProcesses((server,)), env)
+    assert res.ok, res.output
+    (f,) = torch_npu_import(res, KNOW)
+    assert f.status == Status.PASS
+    assert f"with the service's PYTHONPATH {good}" in f.message
+    assert f"{bad} (writable by other accounts (mode 0777))" in f.message
+    assert "relative/dir (not an absolute path)" in f.message
