@@ -64,8 +64,8 @@ def broken_ldconf(sysroot):
     sysroot.write("/etc/ld.so.conf.d/ascend.conf",
                   f"{TK}/lib64\n{TK}/lib64/plugin/opskernel\n/usr/local/Ascend/driver/lib64\n"
                   "/usr/local/Ascend/driver/lib64/common\n", mode=0o600)
-    sysroot.mkdir("/usr/local/Ascend/driver/lib64")
-    sysroot.mkdir(f"{TK}/lib64")
+    sysroot.mkdir("/usr/local/Ascend/driver/lib64/common")
+    sysroot.mkdir(f"{TK}/lib64/plugin/opskernel")
 
 
 def test_ldconf_recipe_plan_apply_verify_undo(sysroot):
@@ -107,6 +107,8 @@ def test_ldconf_recipe_plan_apply_verify_undo(sysroot):
 def test_ldconf_moves_ascend_lines_out_of_other_files(sysroot):
     sysroot.write("/etc/ld.so.conf", f"{TK}/lib64\ninclude /etc/ld.so.conf.d/*.conf\n")
     sysroot.write("/etc/ld.so.conf.d/ascend.conf", "/usr/local/Ascend/driver/lib64\n")
+    sysroot.mkdir("/usr/local/Ascend/driver/lib64")
+    sysroot.mkdir(f"{TK}/lib64")
     plan, ctx = plan_for("ldconf.ascend-conf", sysroot.root)
     apply_plan(plan, ctx, host_factory(sysroot.root))
     assert sysroot.path("/etc/ld.so.conf").read_text().startswith(
