@@ -2,7 +2,8 @@
 
 Exit codes of `fix`: 0 plan shown / applied and verified / already applied / undone;
 1 applied but the verifying check still fails; 2 error (nothing or a journalled partial
-change); 3 refused: --apply without --yes and without a terminal; 4 refused: needs root;
+change), an unknown --param, or nothing can be planned on this target (the plan would name
+paths that do not exist; the reason is printed); 3 refused: --apply without --yes and without a terminal; 4 refused: needs root;
 5 applied and verified, but re-checking what it affects found new fails (named in the output).
 """
 
@@ -30,6 +31,14 @@ def _params(values: tuple[str, ...]) -> dict[str, Any]:
                                 value=repr(v)))
         out[k.strip()] = val
     return out
+
+
+def demo_overlay() -> str:
+    """The overlay `fix --demo` writes into (and journals in): the user's own state
+    directory, so pasted `fix … --demo` lines of the demo report plan, apply and undo on
+    the demo, never on this machine."""
+    from ascend_doctor.fixes.journal import state_dir
+    return os.path.join(os.path.dirname(state_dir()), "demo-overlay")
 
 
 def _context(root: str | None, bundle: str | None, demo_root: str | None, options):
@@ -100,11 +109,14 @@ Examples:
   ascend-doctor fix ldconf.ascend-conf               # the plan (a dry run)
   sudo ascend-doctor fix ldconf.ascend-conf --apply  # asks, then applies and verifies
   ascend-doctor fix dns.hosts-pin --param hostname=api.example.com --param address=10.0.0.7
+  ascend-doctor fix ldconf.ascend-conf --demo --apply --yes   # on the demo, not here
   ascend-doctor fix ldconf.ascend-conf --demo-root /tmp/overlay --apply --yes
   ascend-doctor fix --undo                           # restore the latest fix
+  ascend-doctor fix --demo --undo                    # restore the latest demo fix
 
 \b
-Exit codes: 0 done (or plan shown), 1 applied but its check still fails, 2 error,
+Exit codes: 0 done (or plan shown), 1 applied but its check still fails, 2 error
+(or nothing can be planned here: the plan says why; or an unknown --param),
 3 refused (no terminal, no --yes), 4 refused (needs root), 5 applied and verified
 but the change left new fails elsewhere (listed; often a problem the old state hid).""")
 @click.argument("recipe_id", required=False)
@@ -114,6 +126,9 @@ but the change left new fails elsewhere (listed; often a problem the old state h
               help="Plan against a bundle; writes go to --demo-root.")
 @click.option("--demo-root", type=click.Path(file_okay=False),
               help="Overlay directory: plan against the demo (or --bundle) and write here.")
+@click.option("--demo", "demo", is_flag=True,
+              help="Plan against the demo scenario; writes and the journal go to the demo's "
+                   "overlay in the user's state directory, never to this machine.")
 @click.option("--from-check", "from_check", default=None, metavar="CHECK_ID",
               help="Plan with what this check's finding knows (the fix list names it).")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
@@ -128,8 +143,8 @@ but the change left new fails elsewhere (listed; often a problem the old state h
 @click.option("--json", "as_json", is_flag=True, help="Plan, result or list as JSON.")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
               help="Language of the output [default: from LANG].")
-def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, yes, undo_id,
-            force, show_journal, as_json, lang) -> None:
+def fix_cmd(recipe_id, root, bundle, demo_root, demo, from_check, params, do_apply, yes,
+            undo_id, force, show_journal, as_json, lang) -> None:
     """Show the plan of a fix (dry run), apply it with --apply, undo with --undo.
 
     Without RECIPE_ID: the fixable findings of a run on the chosen target.
@@ -139,22 +154,29 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
 
     lang = lang or default_lang()
     out = (lambda d: click.echo(json.dumps(d, indent=2, ensure_ascii=False))) if as_json else None
+    if demo:
+        if root or bundle or demo_root:
+            raise UsageError(tt(lang, "--demo chooses the demo's own overlay: drop --root, "
+                                "--bundle and --demo-root"))
+        demo_root = demo_overlay()
+        os.makedirs(demo_root, mode=0o700, exist_ok=True)
     if show_journal:
-        from ascend_doctor.fixes.journal import Journal, list_ids, state_dir
+        from ascend_doctor.fixes.journal import Journal, base_for, list_ids, state_dir
+        base = base_for(demo_root) if demo_root else None
         rows = []
-        for jid in list_ids():
-            d = Journal.load(jid).data
+        for jid in (list_ids(base) if base or not demo_root else []):
+            d = Journal.load(jid, base=base).data
             rows.append({"id": jid, "recipe": d.get("recipe"), "state": d.get("state"),
                          "write_root": d.get("write_root"),
                          "files": [t["path"] for t in d.get("targets", [])]})
         if out:
-            out({"journal": rows, "dir": state_dir()})
+            out({"journal": rows, "dir": state_dir(base)})
         else:
             for r in rows:
                 click.echo(f"{r['id']}  {r['state']:<10} {r['write_root']}  "
                            f"{', '.join(r['files'])}")
             if not rows:
-                click.echo(tt(lang, "no fix applied yet ({dir})", dir=state_dir()))
+                click.echo(tt(lang, "no fix applied yet ({dir})", dir=state_dir(base)))
         return
     if undo_id is not None:
         target = root or demo_root
@@ -167,7 +189,9 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
                           journal=res["journal"], recipe=res["recipe"], root=res["write_root"],
                           restored=", ".join(res["restored"]) or tt(lang, "nothing"))
                        + (tt(lang, "; removed {removed}", removed=", ".join(res["removed"]))
-                          if res["removed"] else ""))
+                          if res["removed"] else "")
+                       + (tt(lang, " (inside the overlay {root}; this machine was not touched)",
+                             root=res["write_root"]) if res.get("kind") == "overlay" else ""))
         return
     options = build_options({"lang": lang})
     ctx, factory = _context(root, bundle, demo_root, options)
@@ -177,6 +201,8 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
         where = ([f"--root={os.path.abspath(root)}"] if root else
                  ([f"--bundle={os.path.abspath(bundle)}"] if bundle else [])
                  + ([f"--demo-root={os.path.abspath(demo_root)}"] if demo_root else []))
+        if demo:
+            where = ["--demo"]
         rows = _fixable(factory, options)
         if out:
             out({"fixable": rows})
@@ -206,16 +232,32 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
                                 recipe=recipe_id,
                                 candidates=", ".join(candidates) or tt(lang, "none")))
         candidates = [from_check]
-    for row in _fixable(factory, options, candidates):
-        if row["fix"] == recipe_id:  # what the check knows, then the user's overrides
-            merged.update(row["params"])
-            verify = row["check"]
-            break
-    merged.update(_params(params))
+    given = _params(params)
+    rows = [r for r in _fixable(factory, options, candidates) if r["fix"] == recipe_id]
+    # the finding the user's parameters describe (var=PYTORCH_NPU_ALLOC_CONF: the OOM
+    # line's, not a library finding's), else the worst one
+    row = next((r for r in rows if given and all(str(r["params"].get(k)) == v
+                                                 for k, v in given.items())),
+               rows[0] if rows else None)
+    if row is not None:  # what the check knows, then the user's overrides
+        merged.update(row["params"])
+        verify = row["check"]
+    unknown = spec.unknown_params(given)
+    if unknown:  # never echoed in the plan and then ignored
+        raise UsageError(tt(lang, "{recipe} does not take --param {names} (it takes: {known})",
+                            recipe=recipe_id, names=", ".join(unknown),
+                            known=", ".join(spec.params) or tt(lang, "none")))
+    merged.update(given)
     try:
         plan = plan_for(ctx, recipe_id, merged, verify)
     except UsageError as exc:  # a recipe's refusal of its parameters, in the reader's language
         raise UsageError(tr(exc.args[0], lang) if exc.args else str(exc)) from None
+    if plan.blocked:  # nothing can be planned here: said why, exit 2 (no fix to give)
+        if out:
+            out({"plan": plan.to_dict(lang), "target": ctx.write_root, "applied": False})
+        else:
+            click.echo(plan.render(lang, ctx.write_root), nl=False)
+        sys.exit(EXIT_NO_VERDICT)
     if not do_apply:
         if out:
             out({"plan": plan.to_dict(lang), "target": ctx.write_root, "applied": False})
@@ -284,6 +326,9 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
 
 def _echo_affected(v, lang: str = "en") -> None:
     """The other checks the change touched, and every new fail it caused, named."""
+    if getattr(v, "unverifiable", None):
+        click.echo("  " + tt(lang, "not verifiable here (they depend on a command that was not "
+                             "run on this target): {checks}", checks=", ".join(v.unverifiable)))
     if not v.affected:
         return
     worse = {r["check"] for r in v.regressions}

@@ -61,8 +61,13 @@ def render_entry(e, lang: str, versions: dict[str, str] | None) -> str:
         if s.get("cmd"):
             out.append(f"       $ {s['cmd']}")
     if e.fix:
+        # with what the entry knows (the memory entries: which flag to lower), so the plan
+        # is never an empty one
+        from ascend_doctor.fixes.memory import entry_params
+
+        from .suggest import fix_command
         out.append("  → " + tt(lang, "automatic fix (dry run first): {cmd}",
-                               cmd=f"ascend-doctor fix {e.fix}"))
+                               cmd=fix_command(e.fix, entry_params(e.id))))
     if e.advice:
         out.append("")
         if versions:

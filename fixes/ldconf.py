@@ -44,7 +44,7 @@ def order_dirs(dirs: list[str]) -> list[str]:
 
 
 # the checks that read /etc/ld.so.cache (directly, or resolving libraries through it)
-CACHE_READERS = ("ldconf.cache", "libacl", "torch_npu")
+CACHE_READERS = ("ldconf.cache", "libacl.resolve", "libacl.cann_version", "torch_npu")
 
 
 @recipe("ldconf.ascend-conf", title="Ascend libraries in ascend.conf, driver/lib64 first",
