@@ -133,8 +133,18 @@ WantedBy=multi-user.target
 """
 
 
+def cann_tree(sysroot, arch="x86_64"):
+    """Every directory set_env.sh names, as an installed CANN has them."""
+    from ascend_doctor.fixes.service import set_env_vars
+    for k, v in set_env_vars(TK, arch).items():
+        for d in v.split(":"):
+            if d.startswith("/usr/local/Ascend"):
+                sysroot.mkdir(d)
+
+
 def test_service_env_dropin_for_a_systemd_unit(sysroot):
     sysroot.write("/etc/systemd/system/vllm.service", UNIT)
+    cann_tree(sysroot, "aarch64")
     before = snapshot(sysroot.root)
     plan, ctx = plan_for("service.env", sysroot.root, {"arch": "aarch64"})
     (edit,) = plan.edits
@@ -160,6 +170,7 @@ def test_service_env_dropin_for_a_systemd_unit(sysroot):
 
 def test_service_env_without_unit_writes_env_file_and_launch_line(sysroot):
     sysroot.mkdir("/etc")
+    cann_tree(sysroot)
     plan, ctx = plan_for("service.env", sysroot.root,
                          {"cmdline": "python -m vllm.entrypoints.openai.api_server --model m"})
     assert plan.edits[0].path == "/etc/ascend-doctor/ascend-env.sh"
@@ -376,6 +387,7 @@ def test_service_env_launch_line_pastes_and_passes_values_exactly(sysroot, tmp_p
     """The manual launch line sources the env file the plan writes: run by a real sh, the
     server command sees each value exactly (the old `env $(grep … | xargs)` split them)."""
     sysroot.mkdir("/etc")
+    cann_tree(sysroot)
     plan, ctx = plan_for("service.env", sysroot.root, {"cmdline": "env"})
     body = plan.edits[0].after.decode() + "ODD_VALUE='a b;$(id)'\n"
     env_file = tmp_path / "ascend-env.sh"
