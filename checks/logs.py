@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ascend_doctor.fixes.memory import fix_for
+from ascend_doctor.memfix import fix_for
 from ascend_doctor.i18n import T, Texts
 from ascend_doctor.model import Category, Finding, Severity
 from ascend_doctor.probes.logmatch import (CHUNK, LogFileMatches, LogMatches, match_file,

@@ -63,7 +63,7 @@ def render_entry(e, lang: str, versions: dict[str, str] | None) -> str:
     if e.fix:
         # with what the entry knows (the memory entries: which flag to lower), so the plan
         # is never an empty one
-        from ascend_doctor.fixes.memory import entry_params
+        from ascend_doctor.memfix import entry_params
 
         from .suggest import fix_command
         out.append("  → " + tt(lang, "automatic fix (dry run first): {cmd}",

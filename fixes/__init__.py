@@ -21,7 +21,7 @@ TITLES_ZH = {
     "ldconf.ascend-conf": "Ascend 库写入 ascend.conf，驱动 lib64 优先",
 }
 # modules of the machinery, not recipes (scanning them is harmless but slower)
-_INFRA = {"plan", "apply", "journal", "context", "export", "memory"}
+_INFRA = {"plan", "apply", "journal", "context", "export"}
 
 
 @dataclass(frozen=True)

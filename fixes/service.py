@@ -415,7 +415,7 @@ def _launch_argv(ctx: FixContext, params: dict) -> list[str] | None:
 
 def _relieve(ctx: FixContext, params: dict, flag: str, flags: dict, plan: Plan) -> None:
     """Lower ``--flag`` from the value in use (what a memory KB entry's steps say)."""
-    from .memory import relieved
+    from ascend_doctor.memfix import relieved
     flag = flag.lstrip("-")
     argv = _launch_argv(ctx, params)
     current = flag_value(argv, flag) if argv else None

@@ -130,11 +130,18 @@ def apply(plan: PlanView, host_factory: Callable[[], Any]) -> Applied:
 
 
 def undo(journal_id: str, write_root: str) -> str:
-    """Restore what the fix ``journal_id`` wrote under ``write_root``; says what it did."""
+    """Restore what the fix ``journal_id`` wrote under ``write_root``; says what it did,
+    and where: in an overlay (the demo's, a bundle's) the paths are the overlay's copies,
+    and this machine was never touched."""
     out = _module().apply.undo(journal_id, root=write_root)
     restored, removed = out.get("restored") or [], out.get("removed") or []
+    overlay = out.get("kind") == "overlay"
+    where = (f" in the overlay {out.get('write_root') or write_root} (this machine's files "
+             "were never touched)" if overlay else "")
     if restored or removed:
         return "; ".join(([f"restored {', '.join(restored)}"] if restored else [])
-                         + ([f"removed {', '.join(removed)} (created by the fix)"]
-                            if removed else []))
-    return f"undid {journal_id}: nothing to restore"
+                         + ([f"removed {', '.join(removed)} (" + (
+                             "the overlay's copies: the scenario's own files show again"
+                             if overlay else "created by the fix") + ")"]
+                            if removed else [])) + where
+    return f"undid {journal_id}: nothing to restore{where}"

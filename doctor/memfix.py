@@ -1,4 +1,5 @@
-"""Which fix relieves an NPU memory failure, from what the log line and the KB entry know.
+"""Which fix relieves an NPU memory failure, from what the log line and the KB entry know
+(core, not fixes/: the logs check asks it too, and must work in a build without fixes).
 
 Pure functions (no Host, no I/O): the logs check asks which recipe a memory signature
 points at, `explain` asks what parameters an entry's fix needs, and the launch-flags
