@@ -238,7 +238,9 @@ def fix_cmd(recipe_id, root, bundle, demo_root, demo, from_check, params, do_app
     # line's, not a library finding's), else the worst one
     row = next((r for r in rows if given and all(str(r["params"].get(k)) == v
                                                  for k, v in given.items())),
-               rows[0] if rows else None)
+               # parameters that describe no finding here: plan with them alone, never
+               # mixed with another finding's (a config check's flags under relieve=…)
+               rows[0] if rows and (not given or from_check) else None)
     if row is not None:  # what the check knows, then the user's overrides
         merged.update(row["params"])
         verify = row["check"]

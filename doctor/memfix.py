@@ -25,7 +25,10 @@ RELIEF = {
     "ASC-ACL-002": "gpu-memory-utilization",  # 207018: lower the share by 0.05-0.1
     "ASC-LOG-004": "gpu-memory-utilization",  # OOM at capacity (fragmentation: env var)
     "ASC-LOG-006": "max-model-len",  # KV cache does not fit: shorten the context
+    "ASC-UPS-013": "gpu-memory-utilization",  # 'Tried to allocate' in vLLM's own process
 }
+# entries whose line is the allocator's own OOM report (its numbers tell the cause)
+ALLOCATOR_OOM = ("ASC-LOG-004", "ASC-UPS-013")
 # vLLM's default when the flag is absent from the launch line
 DEFAULTS = {"gpu-memory-utilization": "0.9"}
 UTIL_STEP = 0.05
@@ -60,7 +63,7 @@ def fragmented(line: str) -> bool | None:
 
 def fix_for(entry_id: str, fix: str | None, line: str = "") -> tuple[str | None, dict[str, Any]]:
     """(recipe, params) for a memory entry matched on ``line``; other entries keep ``fix``."""
-    if entry_id == "ASC-LOG-004" and fragmented(line):
+    if entry_id in ALLOCATOR_OOM and fragmented(line):
         return "service.env", {"var": ALLOC_VAR, "value": ALLOC_VALUE}
     flag = RELIEF.get(entry_id)
     if flag is None:

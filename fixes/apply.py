@@ -134,7 +134,10 @@ def _state(res: Any, old: Any = None) -> tuple[str | None, list[str], str]:
     findings, note = list(res.findings), ""
     if old is not None and res.check_id in LOG_CHECKS:
         seen = set().union(*(_log_lines(f) for f in old.findings)) if old.findings else set()
-        kept = [f for f in findings if not (_log_lines(f) and _log_lines(f) <= seen)]
+        # the same lines, or the very same finding (the last stats line, unchanged)
+        same = {(f.status.value, str(f.message)) for f in old.findings}
+        kept = [f for f in findings if not (_log_lines(f) and _log_lines(f) <= seen)
+                and (f.status.value, str(f.message)) not in same]
         past = len(findings) - len(kept)
         if past:
             note = T("{n} log finding(s) match only lines written before the fix: not counted "
