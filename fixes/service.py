@@ -163,7 +163,7 @@ def _one_var(params: dict) -> tuple[str, str] | None:
         return None
     if not var:
         raise UsageError(T("service.env: --param value=… needs --param var=NAME"))
-    if value is None:
+    if value is None or (var == "ASCEND_RT_VISIBLE_DEVICES" and str(value) == ""):
         return str(var), None  # type: ignore[return-value]  # the plan asks for the value
     var, value = str(var), str(value)
     if not _VAR.fullmatch(var):
