@@ -258,24 +258,24 @@ def fix_cmd(recipe_id, root, bundle, demo_root, demo, from_check, params, do_app
         if out:
             out({"plan": plan.to_dict(lang), "target": ctx.write_root, "applied": False})
         else:
-            click.echo(plan.render(lang, ctx.write_root), nl=False)
+            click.echo(plan.render(lang, ctx.write_root, ctx.kind == "overlay"), nl=False)
         sys.exit(EXIT_NO_VERDICT)
     if not do_apply:
         if out:
             out({"plan": plan.to_dict(lang), "target": ctx.write_root, "applied": False})
         else:
-            click.echo(plan.render(lang, ctx.write_root), nl=False)
+            click.echo(plan.render(lang, ctx.write_root, ctx.kind == "overlay"), nl=False)
             if not plan.already_applied and not plan.manual_only:
                 click.echo("\n" + tt(lang, "(dry run: nothing changed; add --apply to apply it)"))
         return
     if not yes and not plan.already_applied and not plan.manual_only:
         if not sys.stdin.isatty():
             if not out:
-                click.echo(plan.render(lang, ctx.write_root), nl=False)
+                click.echo(plan.render(lang, ctx.write_root, ctx.kind == "overlay"), nl=False)
             click.echo(tt(lang, "ascend-doctor: refusing to apply without confirmation: no "
                           "terminal to ask on; pass --yes to apply non-interactively"), err=True)
             sys.exit(3)
-        click.echo(plan.render(lang, ctx.write_root), nl=False)
+        click.echo(plan.render(lang, ctx.write_root, ctx.kind == "overlay"), nl=False)
         if not click.confirm(tt(lang, "Apply this plan?"), default=False):
             click.echo(tt(lang, "not applied"))
             sys.exit(3)
@@ -292,12 +292,12 @@ def fix_cmd(recipe_id, root, bundle, demo_root, demo, from_check, params, do_app
         out({"plan": plan.to_dict(lang), "target": ctx.write_root, "result": res.to_dict()})
     else:
         if res.status == "applied":
-            click.echo(plan.render(lang, ctx.write_root), nl=False)
+            click.echo(plan.render(lang, ctx.write_root, ctx.kind == "overlay"), nl=False)
         click.echo({"applied": tt(lang, "applied (journal {journal}; undo with "
                                   "`ascend-doctor fix --undo {journal}`)", journal=res.journal),
                     "already-applied": tt(lang, "already applied: nothing changed"),
                     }[res.status] if res.status != "manual" else
-                   plan.render(lang, ctx.write_root)
+                   plan.render(lang, ctx.write_root, ctx.kind == "overlay")
                    + tt(lang, "nothing to apply automatically: do the manual steps"))
         for c in res.commands:
             if c.get("skipped"):

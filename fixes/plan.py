@@ -158,7 +158,7 @@ class Plan:
                 "already_applied": self.already_applied, "manual_only": self.manual_only,
                 "blocked": self.blocked}
 
-    def render(self, lang: str = "en", root: str | None = None) -> str:
+    def render(self, lang: str = "en", root: str | None = None, overlay: bool = False) -> str:
         """The plan as text; commands are shell-quoted (paste-safe) and, for a sysroot
         ``root``, shown as they will run there (``ldconfig -r /the/root``)."""
         import shlex
@@ -181,6 +181,10 @@ class Plan:
         if self.commands and not self.already_applied and not self.blocked:
             out.append("\n  " + tt(lang, "then run:"))
             for c in self.commands:
+                if overlay:  # a bundle's overlay is files only: nothing runs there
+                    out.append("    " + tt(lang, "(not run on a bundle's overlay: {cmd} — {why})",
+                                           cmd=shlex.join(c.argv), why=tr(c.why, lang)))
+                    continue
                 argv = c.for_root(root) if sysroot and root else c.argv
                 if argv is None:
                     out.append("    " + tt(lang, "(skipped in a sysroot: {cmd} — {reason})",
