@@ -103,6 +103,15 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
             for r, f in pairs]
 
 
+def _blocked(ctx, row: dict[str, Any]) -> list[Any]:
+    """Why the row's fix cannot be planned on this target (empty when it can)."""
+    from ascend_doctor.fixes import plan_for
+    try:
+        return list(plan_for(ctx, row["fix"], dict(row["params"]), row["check"]).blocked)
+    except DoctorError:
+        return []  # the plan itself will say what is wrong when asked for
+
+
 @click.command("fix", epilog="""\b
 Examples:
   ascend-doctor fix                                  # what can be fixed here
@@ -215,6 +224,12 @@ def fix_cmd(recipe_id, root, bundle, demo_root, demo, from_check, params, do_app
                 if key in shown:  # one line per check and recipe: the plan covers them all
                     continue
                 shown.add(key)
+                blocked = _blocked(ctx, r)
+                if blocked:  # never offer a fix that cannot be planned here: say why
+                    click.echo(f"{r['status']:5} {r['check']}: {tr(r['message'], lang)}\n      "
+                               + tt(lang, "no fix here ({recipe}): {why}", recipe=r["fix"],
+                                    why="; ".join(tr(b, lang) for b in blocked)))
+                    continue
                 # --from-check: the plan takes this finding's parameters (also the
                 # structured ones a command line cannot spell), not another check's
                 click.echo(f"{r['status']:5} {r['check']}: {tr(r['message'], lang)}\n      "

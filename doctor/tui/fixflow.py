@@ -81,10 +81,11 @@ def availability() -> tuple[bool, str]:
 
 def view(plan: Any, lang: str = "en", ctx: Any = None) -> PlanView:
     """What the plan modal draws from a ``fixes.plan.Plan``."""
-    diffs = tuple(FileDiff(e.path, e.diff()) for e in plan.changes if e.diff().strip())
+    diffs = tuple(FileDiff(e.path, e.diff()) for e in plan.changes if e.diff().strip()
+                  and not getattr(plan, "blocked", None))
     sysroot = ctx is not None and getattr(ctx, "kind", "live") == "sysroot"
     commands = []
-    if not plan.already_applied:
+    if not plan.already_applied and not getattr(plan, "blocked", None):
         for c in plan.commands:
             argv = c.for_root(ctx.write_root) if sysroot else c.argv
             if argv is not None:
@@ -94,7 +95,8 @@ def view(plan: Any, lang: str = "en", ctx: Any = None) -> PlanView:
         risks.append("needs root: " + "; ".join(plan.needs_root))
     if plan.restarts:
         risks.append("restarts " + ", ".join(plan.restarts))
-    notes = list(plan.notes)
+    # a plan that cannot be made here (it would name missing paths) says why, first
+    notes = [f"nothing to plan here: {b}" for b in getattr(plan, "blocked", ())] + list(plan.notes)
     if ctx is not None and getattr(ctx, "kind", "") == "overlay" and commands:
         notes.append("a bundle is not a machine: the commands are shown, not run")
     if plan.already_applied:

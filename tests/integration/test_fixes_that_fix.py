@@ -240,3 +240,18 @@ def test_demo_export_replays_to_the_same_verdicts(cli, env, tmp_path):
         c["id"]: c["status"] for c in demo["checks"]}
     assert check["summary"] == demo["summary"]
     assert "pcap" in r.stderr and "block_audit" in r.stderr  # said what it replayed
+
+
+def test_the_fix_list_offers_no_fix_that_cannot_be_planned(cli, env, tmp_path):
+    """A stale ascend.conf (mode 600) naming a driver that is not installed: ldconf.perms
+    fails, but the list says why there is no fix instead of offering one (item 7)."""
+    root = tmp_path / "root"
+    (root / "etc/ld.so.conf.d").mkdir(parents=True)
+    (root / "etc/ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
+    conf = root / "etc/ld.so.conf.d/ascend.conf"
+    conf.write_text("/usr/local/Ascend/driver/lib64\n")
+    conf.chmod(0o600)
+    r = cli("fix", "--root", str(root), env=env)
+    assert "ldconf.perms" in r.stdout, r.stdout
+    assert "no fix here (ldconf.ascend-conf)" in r.stdout and "install the NPU driver" in r.stdout
+    assert "ascend-doctor fix ldconf.ascend-conf" not in r.stdout
