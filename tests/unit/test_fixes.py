@@ -399,3 +399,50 @@ def test_service_env_launch_line_pastes_and_passes_values_exactly(sysroot, tmp_p
     lines = out.stdout.splitlines()
     assert "ODD_VALUE=a b;$(id)" in lines
     assert "ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest" in lines
+
+
+def test_undo_rebuilds_a_cache_someone_else_rebuilt_since(sysroot):
+    """Item 6: the cache is restored byte for byte when it is what the fix's ldconfig made;
+    when another ldconfig ran since, restoring old bytes would be stale: ldconfig runs."""
+    if shutil.which("ldconfig") is None:
+        pytest.skip("ldconfig is not installed")
+    broken_ldconf(sysroot)
+    import glob
+    lib = sorted(glob.glob("/lib/x86_64-linux-gnu/libz.so.1*") + glob.glob("/usr/lib/*/libz.so.1*")
+                 + glob.glob("/lib64/libz.so.1*"))
+    if not lib:
+        pytest.skip("no libz to stand in for a driver library")
+    shutil.copy(lib[0], sysroot.path("/usr/local/Ascend/driver/lib64/libz.so.1"))
+    subprocess.run(["ldconfig", "-r", str(sysroot.root)], check=True, capture_output=True)
+    old = sysroot.path("/etc/ld.so.cache").read_bytes()
+    plan, ctx = plan_for("ldconf.ascend-conf", sysroot.root)
+    plan.snapshots = ["/etc/ld.so.cache"]  # what plan_for adds from the recipe's spec
+    res = apply_plan(plan, ctx, host_factory(sysroot.root))
+    assert sysroot.path("/etc/ld.so.cache").read_bytes() != old
+    out = undo(res.journal)
+    assert sysroot.path("/etc/ld.so.cache").read_bytes() == old and out["commands"] == []
+    assert "/etc/ld.so.cache" in out["restored"]
+
+    res = apply_plan(*plan_for_spec("ldconf.ascend-conf", sysroot.root), host_factory(sysroot.root))
+    cache = sysroot.path("/etc/ld.so.cache")
+    cache.write_bytes(cache.read_bytes() + b"\0")  # another ldconfig (or a package) since
+    out = undo(res.journal)
+    assert [c["argv"][0] for c in out["commands"]] == ["ldconfig"]  # rebuilt, not stale bytes
+    assert "/etc/ld.so.cache" not in out["restored"]
+
+
+def plan_for_spec(recipe_id, root):
+    """The plan as the CLI and the TUI make it (fixes.plan_for: spec snapshots included)."""
+    from ascend_doctor.fixes import plan_for as api_plan_for
+    ctx = FixContext.for_root(str(root))
+    return api_plan_for(ctx, recipe_id), ctx
+
+
+def test_an_old_overlay_journal_is_not_the_latest_fix(tmp_path):
+    """Journals of a demo overlay that no longer exists (written before issue 31) are not
+    what a plain `fix --undo` restores."""
+    from ascend_doctor.errors import DoctorError
+    Journal.create("ldconf.ascend-conf", {"recipe": "ldconf.ascend-conf", "kind": "overlay",
+                                          "write_root": str(tmp_path / "gone-overlay")})
+    with pytest.raises(DoctorError, match="no fix to undo"):
+        undo()
