@@ -490,7 +490,16 @@ def launch_flags(ctx: FixContext, params: dict) -> Plan:
                                       "未找到服务单元或运行中的 vLLM：请用 --param cmdline='…' "
                                       "给出启动命令"))
             return plan
-        new_cmd = shlex.join(rewrite_flags(shlex.split(cmd), flags))
+        # a restart line must not bring back what the config checks flag either
+        try:
+            extra = {k: v for k, v in config_corrections(ctx).items() if k not in flags}
+        except Exception:  # a check that cannot run here must not stop the plan
+            extra = {}
+        if extra:
+            plan.notes.append(T("the launch line corrects what the config checks flag: {flags}",
+                                flags=", ".join(f"{k} {v}" if v is not None else
+                                                f"{k} (dropped)" for k, v in extra.items())))
+        new_cmd = shlex.join(rewrite_flags(shlex.split(cmd), {**extra, **flags}))
         plan.notes.append(T("current launch line: {cmd}", cmd=cmd))
         plan.manual.append(Manual("Restart vLLM with the corrected launch line:",
                                   "用修正后的启动命令重启 vLLM：", new_cmd))
