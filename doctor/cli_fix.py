@@ -170,8 +170,10 @@ def fix_cmd(recipe_id, root, bundle, demo_root, demo, from_check, params, do_app
         demo_root = demo_overlay()
         os.makedirs(demo_root, mode=0o700, exist_ok=True)
     if show_journal:
-        from ascend_doctor.fixes.journal import Journal, base_for, list_ids, state_dir
+        from ascend_doctor.fixes.journal import (Journal, base_for, list_ids, overlay_dir,
+                                                 state_dir)
         base = base_for(demo_root) if demo_root else None
+        shown_dir = overlay_dir(demo_root) if demo_root else state_dir()
         rows = []
         for jid in (list_ids(base) if base or not demo_root else []):
             d = Journal.load(jid, base=base).data
@@ -179,13 +181,13 @@ def fix_cmd(recipe_id, root, bundle, demo_root, demo, from_check, params, do_app
                          "write_root": d.get("write_root"),
                          "files": [t["path"] for t in d.get("targets", [])]})
         if out:
-            out({"journal": rows, "dir": state_dir(base)})
+            out({"journal": rows, "dir": shown_dir})
         else:
             for r in rows:
                 click.echo(f"{r['id']}  {r['state']:<10} {r['write_root']}  "
                            f"{', '.join(r['files'])}")
             if not rows:
-                click.echo(tt(lang, "no fix applied yet ({dir})", dir=state_dir(base)))
+                click.echo(tt(lang, "no fix applied yet ({dir})", dir=shown_dir))
         return
     if undo_id is not None:
         target = root or demo_root

@@ -63,11 +63,12 @@ def render_entry(e, lang: str, versions: dict[str, str] | None) -> str:
     if e.fix:
         # with what the entry knows (the memory entries: which flag to lower), so the plan
         # is never an empty one
-        from ascend_doctor.memfix import entry_params
+        from ascend_doctor.memfix import fix_for
 
         from .suggest import fix_command
+        recipe, params = fix_for(e.id, e.fix)
         out.append("  → " + tt(lang, "automatic fix (dry run first): {cmd}",
-                               cmd=fix_command(e.fix, entry_params(e.id))))
+                               cmd=fix_command(e.fix, params if recipe == e.fix else {})))
     if e.advice:
         out.append("")
         if versions:
