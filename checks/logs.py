@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ascend_doctor.memfix import fix_for
 from ascend_doctor.i18n import T, Texts
 from ascend_doctor.model import Category, Finding, Severity
 from ascend_doctor.probes.logmatch import (CHUNK, LogFileMatches, LogMatches, match_file,
@@ -61,6 +62,9 @@ def _file_findings(fm: LogFileMatches) -> Iterator[Finding]:
         e = m.entry
         first_no, first = m.lines[0]
         sev = _severity(e.severity)
+        # a memory failure's fix follows its cause (capacity: lower a flag; fragmentation:
+        # the expandable allocator), read from the matched line
+        fix_id, fix_params = fix_for(e.id, e.fix, first)
         yield Finding.make(
             status_for(sev),
             T("{path}: {count} line(s) match {entry} ({title}); first at line {line}: {text}",
@@ -70,7 +74,7 @@ def _file_findings(fm: LogFileMatches) -> Iterator[Finding]:
             evidence={"path": lf.path, "origin": lf.origin, "entry": e.id,
                       "lines": [{"line": n, "text": redact_text(t)} for n, t in m.lines],
                       "groups": {k: redact_text(v) for k, v in m.groups.items()}},
-            kb=e.id, fix=e.fix,
+            kb=e.id, fix=fix_id, fix_params=fix_params,
             # entries matching the same line describe one event: one problem
             cause=f"logs.line:{lf.path}:{first_no}")
     st = fm.last_stats

@@ -2,7 +2,8 @@
 
 Exit codes of `fix`: 0 plan shown / applied and verified / already applied / undone;
 1 applied but the verifying check still fails; 2 error (nothing or a journalled partial
-change); 3 refused: --apply without --yes and without a terminal; 4 refused: needs root;
+change), an unknown --param, or nothing can be planned on this target (the plan would name
+paths that do not exist; the reason is printed); 3 refused: --apply without --yes and without a terminal; 4 refused: needs root;
 5 applied and verified, but re-checking what it affects found new fails (named in the output).
 """
 
@@ -30,6 +31,14 @@ def _params(values: tuple[str, ...]) -> dict[str, Any]:
                                 value=repr(v)))
         out[k.strip()] = val
     return out
+
+
+def demo_overlay() -> str:
+    """The overlay `fix --demo` writes into (and journals in): the user's own state
+    directory, so pasted `fix … --demo` lines of the demo report plan, apply and undo on
+    the demo, never on this machine."""
+    from ascend_doctor.fixes.journal import state_dir
+    return os.path.join(os.path.dirname(state_dir()), "demo-overlay")
 
 
 def _context(root: str | None, bundle: str | None, demo_root: str | None, options):
@@ -94,17 +103,29 @@ def _fixable(factory, options, only: list[str] | None = None) -> list[dict[str, 
             for r, f in pairs]
 
 
+def _blocked(ctx, row: dict[str, Any]) -> list[Any]:
+    """Why the row's fix cannot be planned on this target (empty when it can)."""
+    from ascend_doctor.fixes import plan_for
+    try:
+        return list(plan_for(ctx, row["fix"], dict(row["params"]), row["check"]).blocked)
+    except DoctorError:
+        return []  # the plan itself will say what is wrong when asked for
+
+
 @click.command("fix", epilog="""\b
 Examples:
   ascend-doctor fix                                  # what can be fixed here
   ascend-doctor fix ldconf.ascend-conf               # the plan (a dry run)
   sudo ascend-doctor fix ldconf.ascend-conf --apply  # asks, then applies and verifies
   ascend-doctor fix dns.hosts-pin --param hostname=api.example.com --param address=10.0.0.7
+  ascend-doctor fix ldconf.ascend-conf --demo --apply --yes   # on the demo, not here
   ascend-doctor fix ldconf.ascend-conf --demo-root /tmp/overlay --apply --yes
   ascend-doctor fix --undo                           # restore the latest fix
+  ascend-doctor fix --demo --undo                    # restore the latest demo fix
 
 \b
-Exit codes: 0 done (or plan shown), 1 applied but its check still fails, 2 error,
+Exit codes: 0 done (or plan shown), 1 applied but its check still fails, 2 error
+(or nothing can be planned here: the plan says why; or an unknown --param),
 3 refused (no terminal, no --yes), 4 refused (needs root), 5 applied and verified
 but the change left new fails elsewhere (listed; often a problem the old state hid).""")
 @click.argument("recipe_id", required=False)
@@ -114,6 +135,9 @@ but the change left new fails elsewhere (listed; often a problem the old state h
               help="Plan against a bundle; writes go to --demo-root.")
 @click.option("--demo-root", type=click.Path(file_okay=False),
               help="Overlay directory: plan against the demo (or --bundle) and write here.")
+@click.option("--demo", "demo", is_flag=True,
+              help="Plan against the demo scenario; writes and the journal go to the demo's "
+                   "overlay in the user's state directory, never to this machine.")
 @click.option("--from-check", "from_check", default=None, metavar="CHECK_ID",
               help="Plan with what this check's finding knows (the fix list names it).")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
@@ -128,8 +152,8 @@ but the change left new fails elsewhere (listed; often a problem the old state h
 @click.option("--json", "as_json", is_flag=True, help="Plan, result or list as JSON.")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
               help="Language of the output [default: from LANG].")
-def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, yes, undo_id,
-            force, show_journal, as_json, lang) -> None:
+def fix_cmd(recipe_id, root, bundle, demo_root, demo, from_check, params, do_apply, yes,
+            undo_id, force, show_journal, as_json, lang) -> None:
     """Show the plan of a fix (dry run), apply it with --apply, undo with --undo.
 
     Without RECIPE_ID: the fixable findings of a run on the chosen target.
@@ -139,22 +163,31 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
 
     lang = lang or default_lang()
     out = (lambda d: click.echo(json.dumps(d, indent=2, ensure_ascii=False))) if as_json else None
+    if demo:
+        if root or bundle or demo_root:
+            raise UsageError(tt(lang, "--demo chooses the demo's own overlay: drop --root, "
+                                "--bundle and --demo-root"))
+        demo_root = demo_overlay()
+        os.makedirs(demo_root, mode=0o700, exist_ok=True)
     if show_journal:
-        from ascend_doctor.fixes.journal import Journal, list_ids, state_dir
+        from ascend_doctor.fixes.journal import (Journal, base_for, list_ids, overlay_dir,
+                                                 state_dir)
+        base = base_for(demo_root) if demo_root else None
+        shown_dir = overlay_dir(demo_root) if demo_root else state_dir()
         rows = []
-        for jid in list_ids():
-            d = Journal.load(jid).data
+        for jid in (list_ids(base) if base or not demo_root else []):
+            d = Journal.load(jid, base=base).data
             rows.append({"id": jid, "recipe": d.get("recipe"), "state": d.get("state"),
                          "write_root": d.get("write_root"),
                          "files": [t["path"] for t in d.get("targets", [])]})
         if out:
-            out({"journal": rows, "dir": state_dir()})
+            out({"journal": rows, "dir": shown_dir})
         else:
             for r in rows:
                 click.echo(f"{r['id']}  {r['state']:<10} {r['write_root']}  "
                            f"{', '.join(r['files'])}")
             if not rows:
-                click.echo(tt(lang, "no fix applied yet ({dir})", dir=state_dir()))
+                click.echo(tt(lang, "no fix applied yet ({dir})", dir=shown_dir))
         return
     if undo_id is not None:
         target = root or demo_root
@@ -167,7 +200,9 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
                           journal=res["journal"], recipe=res["recipe"], root=res["write_root"],
                           restored=", ".join(res["restored"]) or tt(lang, "nothing"))
                        + (tt(lang, "; removed {removed}", removed=", ".join(res["removed"]))
-                          if res["removed"] else ""))
+                          if res["removed"] else "")
+                       + (tt(lang, " (inside the overlay {root}; this machine was not touched)",
+                             root=res["write_root"]) if res.get("kind") == "overlay" else ""))
         return
     options = build_options({"lang": lang})
     ctx, factory = _context(root, bundle, demo_root, options)
@@ -177,6 +212,8 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
         where = ([f"--root={os.path.abspath(root)}"] if root else
                  ([f"--bundle={os.path.abspath(bundle)}"] if bundle else [])
                  + ([f"--demo-root={os.path.abspath(demo_root)}"] if demo_root else []))
+        if demo:
+            where = ["--demo"]
         rows = _fixable(factory, options)
         if out:
             out({"fixable": rows})
@@ -189,6 +226,12 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
                 if key in shown:  # one line per check and recipe: the plan covers them all
                     continue
                 shown.add(key)
+                blocked = _blocked(ctx, r)
+                if blocked:  # never offer a fix that cannot be planned here: say why
+                    click.echo(f"{r['status']:5} {r['check']}: {tr(r['message'], lang)}\n      "
+                               + tt(lang, "no fix here ({recipe}): {why}", recipe=r["fix"],
+                                    why="; ".join(tr(b, lang) for b in blocked)))
+                    continue
                 # --from-check: the plan takes this finding's parameters (also the
                 # structured ones a command line cannot spell), not another check's
                 click.echo(f"{r['status']:5} {r['check']}: {tr(r['message'], lang)}\n      "
@@ -206,32 +249,50 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
                                 recipe=recipe_id,
                                 candidates=", ".join(candidates) or tt(lang, "none")))
         candidates = [from_check]
-    for row in _fixable(factory, options, candidates):
-        if row["fix"] == recipe_id:  # what the check knows, then the user's overrides
-            merged.update(row["params"])
-            verify = row["check"]
-            break
-    merged.update(_params(params))
+    given = _params(params)
+    rows = [r for r in _fixable(factory, options, candidates) if r["fix"] == recipe_id]
+    # the finding the user's parameters describe (var=PYTORCH_NPU_ALLOC_CONF: the OOM
+    # line's, not a library finding's), else the worst one
+    row = next((r for r in rows if given and all(str(r["params"].get(k)) == v
+                                                 for k, v in given.items())),
+               # parameters that describe no finding here: plan with them alone, never
+               # mixed with another finding's (a config check's flags under relieve=…)
+               rows[0] if rows and (not given or from_check) else None)
+    if row is not None:  # what the check knows, then the user's overrides
+        merged.update(row["params"])
+        verify = row["check"]
+    unknown = spec.unknown_params(given)
+    if unknown:  # never echoed in the plan and then ignored
+        raise UsageError(tt(lang, "{recipe} does not take --param {names} (it takes: {known})",
+                            recipe=recipe_id, names=", ".join(unknown),
+                            known=", ".join(spec.params) or tt(lang, "none")))
+    merged.update(given)
     try:
         plan = plan_for(ctx, recipe_id, merged, verify)
     except UsageError as exc:  # a recipe's refusal of its parameters, in the reader's language
         raise UsageError(tr(exc.args[0], lang) if exc.args else str(exc)) from None
+    if plan.blocked:  # nothing can be planned here: said why, exit 2 (no fix to give)
+        if out:
+            out({"plan": plan.to_dict(lang), "target": ctx.write_root, "applied": False})
+        else:
+            click.echo(plan.render(lang, ctx.write_root, ctx.kind == "overlay"), nl=False)
+        sys.exit(EXIT_NO_VERDICT)
     if not do_apply:
         if out:
             out({"plan": plan.to_dict(lang), "target": ctx.write_root, "applied": False})
         else:
-            click.echo(plan.render(lang, ctx.write_root), nl=False)
+            click.echo(plan.render(lang, ctx.write_root, ctx.kind == "overlay"), nl=False)
             if not plan.already_applied and not plan.manual_only:
                 click.echo("\n" + tt(lang, "(dry run: nothing changed; add --apply to apply it)"))
         return
     if not yes and not plan.already_applied and not plan.manual_only:
         if not sys.stdin.isatty():
             if not out:
-                click.echo(plan.render(lang, ctx.write_root), nl=False)
+                click.echo(plan.render(lang, ctx.write_root, ctx.kind == "overlay"), nl=False)
             click.echo(tt(lang, "ascend-doctor: refusing to apply without confirmation: no "
                           "terminal to ask on; pass --yes to apply non-interactively"), err=True)
             sys.exit(3)
-        click.echo(plan.render(lang, ctx.write_root), nl=False)
+        click.echo(plan.render(lang, ctx.write_root, ctx.kind == "overlay"), nl=False)
         if not click.confirm(tt(lang, "Apply this plan?"), default=False):
             click.echo(tt(lang, "not applied"))
             sys.exit(3)
@@ -248,12 +309,12 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
         out({"plan": plan.to_dict(lang), "target": ctx.write_root, "result": res.to_dict()})
     else:
         if res.status == "applied":
-            click.echo(plan.render(lang, ctx.write_root), nl=False)
+            click.echo(plan.render(lang, ctx.write_root, ctx.kind == "overlay"), nl=False)
         click.echo({"applied": tt(lang, "applied (journal {journal}; undo with "
                                   "`ascend-doctor fix --undo {journal}`)", journal=res.journal),
                     "already-applied": tt(lang, "already applied: nothing changed"),
                     }[res.status] if res.status != "manual" else
-                   plan.render(lang, ctx.write_root)
+                   plan.render(lang, ctx.write_root, ctx.kind == "overlay")
                    + tt(lang, "nothing to apply automatically: do the manual steps"))
         for c in res.commands:
             if c.get("skipped"):
@@ -284,6 +345,9 @@ def fix_cmd(recipe_id, root, bundle, demo_root, from_check, params, do_apply, ye
 
 def _echo_affected(v, lang: str = "en") -> None:
     """The other checks the change touched, and every new fail it caused, named."""
+    if getattr(v, "unverifiable", None):
+        click.echo("  " + tt(lang, "not verifiable here (they depend on a command that was not "
+                             "run on this target): {checks}", checks=", ".join(v.unverifiable)))
     if not v.affected:
         return
     worse = {r["check"] for r in v.regressions}

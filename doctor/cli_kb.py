@@ -61,8 +61,14 @@ def render_entry(e, lang: str, versions: dict[str, str] | None) -> str:
         if s.get("cmd"):
             out.append(f"       $ {s['cmd']}")
     if e.fix:
+        # with what the entry knows (the memory entries: which flag to lower), so the plan
+        # is never an empty one
+        from ascend_doctor.memfix import fix_for
+
+        from .suggest import fix_command
+        recipe, params = fix_for(e.id, e.fix)
         out.append("  → " + tt(lang, "automatic fix (dry run first): {cmd}",
-                               cmd=f"ascend-doctor fix {e.fix}"))
+                               cmd=fix_command(e.fix, params if recipe == e.fix else {})))
     if e.advice:
         out.append("")
         if versions:

@@ -6,6 +6,7 @@ One place builds them (the `fix` list, reports, the TUI), so every value is shel
 
 from __future__ import annotations
 
+import functools
 import shlex
 from typing import Any, Iterable, Mapping
 
@@ -20,11 +21,34 @@ def fix_command(recipe_id: str, params: Mapping[str, Any] | None = None,
     check found, and `fix` re-reads them from the run, so leaving them out loses nothing.
     """
     argv = [PROG, "fix", recipe_id, *target]
+    accepted = _accepted(recipe_id)
     for k, v in (params or {}).items():
         if isinstance(v, bool) or v is None or not isinstance(v, (str, int, float)):
             continue
+        if accepted is not None and k not in accepted:
+            continue  # what the finding knows but the recipe takes no --param for
         argv += ["--param", f"{k}={v}"]
     return shlex.join(argv)
+
+
+@functools.lru_cache(maxsize=None)
+def _accepted(recipe_id: str) -> frozenset[str] | None:
+    """The --param names the recipe takes (`fix` refuses any other), None when unknown."""
+    try:
+        from ascend_doctor.fixes import FixRegistry
+        spec = FixRegistry.discover().recipes.get(recipe_id)
+    except Exception:
+        return None
+    return None if spec is None else frozenset(spec.params)
+
+
+def report_fix_command(fix: Any, context: str | None) -> str:
+    """The `fix` line of a report for a finding's ``FixRef``: its scalar parameters spelled
+    out (the memory fix's ``relieve=…``, the variable of service.env), and in a report of
+    the demo ``--demo``, so the pasted line plans, applies and journals on the demo's
+    overlay, never on this machine."""
+    return fix_command(fix.id, dict(getattr(fix, "params", None) or {}),
+                       ["--demo"] if context == "demo" else [])
 
 
 def _words(cmd: str) -> list[str] | None:

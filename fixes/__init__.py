@@ -38,6 +38,11 @@ class RecipeSpec:
     # checks its change can move (ids, id prefixes, tags): re-run around apply, so a fix
     # that turns another check from pass to fail says so
     affects: tuple[str, ...] = ()
+    # host files its commands rewrite (ldconfig: /etc/ld.so.cache): backed up before the
+    # commands run, restored by undo
+    snapshots: tuple[str, ...] = ()
+    # every other --param key is meaningful to it (launch flags: any flag name)
+    open_params: bool = False
 
     def may_write(self, path: str) -> bool:
         """Component by component, so "*" never spans a "/" (and ".." never matches)."""
@@ -47,7 +52,13 @@ class RecipeSpec:
             return False
         return any(len(comps) == len(pat.split("/")) and
                    all(fnmatch.fnmatchcase(c, p) for c, p in zip(comps, pat.split("/")))
-                   for pat in self.writes)
+                   for pat in (*self.writes, *self.snapshots))
+
+    def unknown_params(self, names: Any) -> list[str]:
+        """The names it would ignore: refused, never echoed in the plan and dropped."""
+        if self.open_params:
+            return []
+        return sorted(n for n in names if n not in self.params)
 
     def plan(self, ctx: Any, params: dict[str, Any] | None = None):
         return self.func(ctx, dict(params or {}))
@@ -55,14 +66,16 @@ class RecipeSpec:
 
 def recipe(id: str, *, title: str, check: str | None = None,
            params: tuple[str, ...] = (), writes: tuple[str, ...] = (),
-           undo_commands: tuple[Any, ...] = (), affects: tuple[str, ...] = ()
+           undo_commands: tuple[Any, ...] = (), affects: tuple[str, ...] = (),
+           snapshots: tuple[str, ...] = (), open_params: bool = False
            ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark ``func(ctx: FixContext, params: dict) -> Plan`` as the recipe ``id``."""
 
     def deco(func: Callable[..., Any]) -> Callable[..., Any]:
         setattr(func, _RECIPE_ATTR, RecipeSpec(id, title, func, check, tuple(params),
                                                  tuple(writes), tuple(undo_commands),
-                                                 tuple(affects)))
+                                                 tuple(affects), tuple(snapshots),
+                                                 open_params))
         return func
 
     return deco
@@ -112,4 +125,16 @@ def plan_for(ctx: Any, fix: Any, params: dict[str, Any] | None = None,
     plan.title_zh = plan.title_zh or TITLES_ZH.get(rid) or tr(plan.title, "zh")
     plan.verify = plan.verify or check or spec.check
     plan.affects = list(dict.fromkeys([*plan.affects, *spec.affects]))
+    plan.snapshots = list(dict.fromkeys([*plan.snapshots, *spec.snapshots]))
+    _refuse_missing_names(ctx, plan)
     return plan
+
+
+def _refuse_missing_names(ctx: Any, plan: Any) -> None:
+    """No fix writes configuration naming paths that do not exist: a plan whose edits name
+    a missing path is blocked, with the paths named (recipes that can leave such a path out
+    do so themselves and say so in a note)."""
+    missing = sorted({p for e in plan.changes for p in e.names if not ctx.exists(p)})
+    if missing:
+        plan.blocked.append(T("it would write configuration naming {paths}, which do(es) not "
+                              "exist on this host", paths=", ".join(missing)))

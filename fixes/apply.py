@@ -7,6 +7,7 @@ point leaves either the old files or a journal that restores them byte for byte.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import stat
@@ -20,11 +21,12 @@ from ascend_doctor.i18n import T, join
 
 from ..record import dataclass, field
 from .context import FixContext
-from .journal import Journal, JournalError
+from .journal import Journal, JournalError, base_for, overlay_dir
 from .plan import Plan
 
 EXIT_REFUSED = 3  # no confirmation (no terminal and no --yes)
 EXIT_NEEDS_ROOT = 4
+EXIT_BLOCKED = 2  # the plan cannot be made on this target (it would name missing paths)
 
 
 class FixRefused(DoctorError):
@@ -59,6 +61,9 @@ class Verification:
     # worse (a higher status, or fail/error findings that were not there): + messages
     affected: list[dict[str, Any]] = field(default_factory=list)
     regressions: list[dict[str, Any]] = field(default_factory=list)
+    # checks whose answer depends on a command not run on this target (ldconfig in an
+    # overlay): reported as "not verifiable here", never as new fails
+    unverifiable: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool | None:
@@ -69,7 +74,8 @@ class Verification:
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "before": self.before, "after": self.after,
                 "ok": self.ok, "messages": self.messages, "note": self.note,
-                "affected": self.affected, "regressions": self.regressions}
+                "affected": self.affected, "regressions": self.regressions,
+                "unverifiable": self.unverifiable}
 
 
 @dataclass
@@ -86,22 +92,71 @@ class ApplyResult:
                 "verification": self.verification.to_dict() if self.verification else None}
 
 
-def run_check_status(host_factory: Callable[[], Any] | None, options: Any, check_id: str | None
-                     ) -> tuple[str | None, list[str], str]:
-    """(worst status, messages, note) of one check on a fresh host; None when not possible."""
+# checks that judge logs: a line written before the fix keeps matching forever, so when one
+# verifies a fix only the lines that were not there before the fix count
+LOG_CHECKS = ("logs.signatures",)
+
+
+def _log_lines(f: Any) -> set[tuple[str, str, str]]:
+    """(path, entry, line text) of a log-signature finding's matched lines."""
+    ev = f.evidence if isinstance(getattr(f, "evidence", None), dict) else {}
+    lines = ev.get("lines")
+    if not isinstance(lines, list):
+        return set()
+    return {(str(ev.get("path")), str(ev.get("entry")), str(x.get("text")))
+            for x in lines if isinstance(x, dict)}
+
+
+def run_check_findings(host_factory: Callable[[], Any] | None, options: Any,
+                       check_id: str | None) -> tuple[Any, str]:
+    """(the check's result, note) on a fresh host; (None, why) when not possible."""
     if not check_id:
-        return None, [], T("no check verifies this recipe")
+        return None, T("no check verifies this recipe")
     if host_factory is None:
-        return None, [], T("no host to verify on")
+        return None, T("no host to verify on")
     from ascend_doctor.engine import RunConfig, run
     from ascend_doctor.registry import Registry
     reg = Registry.discover(plugins=False)
     if check_id not in reg.checks:
-        return None, [], T("cannot verify: check {check} is not installed", check=check_id)
+        return None, T("cannot verify: check {check} is not installed", check=check_id)
     report = run(host_factory(), options, reg, RunConfig(only=(check_id,)))
     (res,) = report.results
-    return res.status.value, [T("{status}: {message}", status=f.status.value, message=f.message)
-                             for f in res.findings], ""
+    return res, ""
+
+
+def _state(res: Any, old: Any = None) -> tuple[str | None, list[str], str]:
+    """(worst status, "status: message" lines, note) of a result. For a log check with the
+    result from before the fix (``old``), findings made only of lines that were already
+    there do not count: only lines written since the fix can say it did not work."""
+    from ascend_doctor.model import Status
+    if res is None:
+        return None, [], ""
+    findings, note = list(res.findings), ""
+    if old is not None and res.check_id in LOG_CHECKS:
+        seen = set().union(*(_log_lines(f) for f in old.findings)) if old.findings else set()
+        # the same lines, or the very same finding (the last stats line, unchanged)
+        same = {(f.status.value, str(f.message)) for f in old.findings}
+        kept = [f for f in findings if not (_log_lines(f) and _log_lines(f) <= seen)
+                and (f.status.value, str(f.message)) not in same]
+        past = len(findings) - len(kept)
+        if past:
+            note = T("{n} log finding(s) match only lines written before the fix: not counted "
+                     "(only new lines can show the fix did not work)", n=past)
+        findings = kept
+        worst = max((f.status for f in findings), key=lambda s: s.rank, default=Status.PASS)
+        status = worst.value
+    else:
+        status = res.status.value
+    return status, [T("{status}: {message}", status=f.status.value, message=f.message)
+                    for f in findings], note
+
+
+def run_check_status(host_factory: Callable[[], Any] | None, options: Any, check_id: str | None
+                     ) -> tuple[str | None, list[str], str]:
+    """(worst status, messages, note) of one check on a fresh host; None when not possible."""
+    res, note = run_check_findings(host_factory, options, check_id)
+    st, msgs, _ = _state(res)
+    return st, msgs, note
 
 
 CheckState = tuple[str, list[str]]  # (worst status, "status: message" of fail/error findings)
@@ -125,23 +180,34 @@ def affected_states(host_factory: Callable[[], Any] | None, options: Any,
             for r in report.results}
 
 
+# a check "passed" before the fix when it had no problem to show: pass, info, or a skip
+_WAS_FINE = ("pass", "info", "skip")
+_FAILS = ("fail", "error")
+
+
 def regressions(before: dict[str, CheckState], after: dict[str, CheckState],
-                skip: str | None = None) -> list[dict[str, Any]]:
-    """Checks the change made worse: a higher status (warn or worse), or new fail/error
-    findings in a check that was already failing (e.g. ldconf.dirs once ascend.conf is
-    reached: its missing directories now count)."""
-    from ascend_doctor.model import Status
+                skip: str | None = None, unverifiable: tuple[str, ...] = ()
+                ) -> list[dict[str, Any]]:
+    """New fails caused by the change: checks that passed (or were skipped) before and fail
+    now. A check that was already failing is not a new fail, whatever its messages; a check
+    the target cannot model (``unverifiable``: its answer depends on a command that was not
+    run here) is never counted."""
     out = []
     for cid, (st, bad) in sorted(after.items()):
-        if cid == skip:
+        if cid == skip or cid in unverifiable:
             continue
-        old_st, old_bad = before.get(cid, (None, []))
-        new = [m for m in bad if m not in old_bad]
-        rose = (old_st is not None and Status(st).rank > Status(old_st).rank
-                and Status(st).rank >= Status.WARN.rank)
-        if rose or new:
-            out.append({"check": cid, "before": old_st, "after": st, "messages": new or bad})
+        old_st = before.get(cid, (None, []))[0]
+        if old_st in _WAS_FINE and st in _FAILS:
+            out.append({"check": cid, "before": old_st, "after": st, "messages": bad})
     return out
+
+
+def unmodelled(plan: Plan, ran: list[dict[str, Any]], checks: list[str]) -> tuple[str, ...]:
+    """The checks among ``checks`` whose answer depends on a command of the plan that was
+    not run on this target (ldconfig in a bundle's overlay): not verifiable here."""
+    words = [w for c, r in zip(plan.commands, ran) if r.get("skipped") or r.get("rc") is None
+             for w in getattr(c, "models", ())]
+    return tuple(c for c in checks if any(c == w or c.startswith(w + ".") for w in words))
 
 
 def preflight(plan: Plan, ctx: FixContext) -> None:
@@ -179,7 +245,11 @@ def preflight(plan: Plan, ctx: FixContext) -> None:
 def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | None = None
                ) -> ApplyResult:
     """Apply ``plan`` inside ``ctx.write_root``; idempotent (no changes -> no-op)."""
-    before, _, note = run_check_status(host_factory, ctx.options, plan.verify)
+    before_res, note = run_check_findings(host_factory, ctx.options, plan.verify)
+    before = _state(before_res)[0]
+    if plan.blocked:
+        raise FixRefused(T("nothing to apply: {why}", why=join("; ", plan.blocked)),
+                         EXIT_BLOCKED)
     if plan.manual_only:
         return ApplyResult("manual", verification=Verification(plan.verify, before, before,
                                                                note=note or T("manual steps only")))
@@ -199,11 +269,17 @@ def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | No
         raise FixFailed(f"{exc}; nothing was changed") from None
     journal = Journal.create(plan.recipe, {"recipe": plan.recipe, "params": plan.params,
                                            "write_root": root, "kind": ctx.kind,
-                                           "plan": plan.to_dict()})
+                                           "plan": plan.to_dict()},
+                             base=journal_base(ctx))
     written: list[str] = []
     try:
         for e, res in zip(plan.changes, resolved):
             journal.backup(e.path, res, root, confine.missing_dirs(root, res))
+        if plan.commands:  # files the commands rewrite (ld.so.cache): restored by undo
+            for path in plan.snapshots:
+                res = ctx.resolved(path)
+                journal.backup(path, res, root, [])
+                journal.data["targets"][-1]["snapshot"] = True
         journal.set_state("backed-up")
         _fault("after-backup")
         for i, (e, res, exp, t) in enumerate(zip(plan.changes, resolved, expects,
@@ -225,14 +301,33 @@ def apply_plan(plan: Plan, ctx: FixContext, host_factory: Callable[[], Any] | No
                         journal.id) from None
     journal.set_state("written", written=written)
     ran = [_run(c, ctx) for c in plan.commands]
-    after, msgs, note = run_check_status(host_factory, ctx.options, plan.verify)
+    snap_after = {}
+    for t in journal.data["targets"]:
+        if t.get("snapshot"):  # what the commands made of it: undo compares against this
+            cur = confine.read_file(root, t["resolved"])
+            snap_after[t["path"]] = None if cur is None else hashlib.sha256(cur).hexdigest()
+    after_res, note = run_check_findings(host_factory, ctx.options, plan.verify)
+    after, msgs, log_note = _state(after_res, before_res)
     affected_after = affected_states(host_factory, ctx.options, others)
-    v = Verification(plan.verify, before, after, msgs, note,
-                     [{"check": c, "before": affected_before.get(c, (None,))[0], "after": st}
+    blind = unmodelled(plan, ran, [plan.verify or "", *affected_after])
+    v = Verification(plan.verify, before, after, msgs, note or log_note,
+                     [{"check": c, "before": affected_before.get(c, (None,))[0], "after": st,
+                       **({"unverifiable": True} if c in blind else {})}
                       for c, (st, _) in sorted(affected_after.items()) if c != plan.verify],
-                     regressions(affected_before, affected_after, plan.verify))
-    journal.set_state("applied", commands=ran, verification=v.to_dict())
+                     regressions(affected_before, affected_after, plan.verify, blind),
+                     [c for c in blind if c])
+    if plan.verify in blind:
+        v.note = T("not verifiable here: {check} depends on a command that was not run on "
+                   "this target", check=plan.verify)
+        v.after = None
+    journal.set_state("applied", commands=ran, verification=v.to_dict(), snapshots_after=snap_after)
     return ApplyResult("applied", journal.id, written, ran, v)
+
+
+def journal_base(ctx: FixContext) -> str | None:
+    """Where a fix on ``ctx`` is journalled: inside the overlay for an overlay (the demo, a
+    bundle), whose fixes must never reach the user's own journal; else the user's."""
+    return overlay_dir(ctx.write_root) if ctx.kind == "overlay" else None
 
 
 _NO_EXPECT = object()
@@ -289,6 +384,9 @@ def _targets(j: Journal) -> tuple[str, Any, list[dict[str, Any]]]:
     root = j.data.get("write_root")
     if not isinstance(root, str) or not os.path.isabs(root) or os.path.normpath(root) != root:
         raise JournalError(f"fix journal {j.id}: write root {root!r} is not an absolute path")
+    if j.base is not None and overlay_dir(root) != j.base:
+        raise JournalError(f"fix journal {j.id}: an overlay's journal names another target "
+                           f"({root}); refusing it")
     spec = FixRegistry.discover().recipes.get(j.data.get("recipe"))  # type: ignore[arg-type]
     if spec is None:
         raise JournalError(f"fix journal {j.id}: unknown recipe {j.data.get('recipe')!r}")
@@ -324,7 +422,6 @@ def _targets(j: Journal) -> tuple[str, Any, list[dict[str, Any]]]:
 def drift(j: Journal, root: str | None = None, targets: list[dict[str, Any]] | None = None
           ) -> list[str]:
     """Targets changed since the fix wrote them (neither the backup nor the fix's bytes)."""
-    import hashlib
     if root is None or targets is None:
         root, _, targets = _targets(j)
     plan = j.data.get("plan")
@@ -333,6 +430,8 @@ def drift(j: Journal, root: str | None = None, targets: list[dict[str, Any]] | N
              if isinstance(e, dict) and isinstance(edits, list)}
     out = []
     for t in targets:
+        if t.get("snapshot"):  # a command's output: see undo (rebuilt, never refused)
+            continue
         cur_b = confine.read_file(root, t["resolved"])
         cur = hashlib.sha256(cur_b).hexdigest() if cur_b is not None else None
         old = (hashlib.sha256(j.backup_bytes(t["backup"])).hexdigest()
@@ -350,7 +449,7 @@ def undo(jid: str | None = None, force: bool = False, root: str | None = None
     Refuses (unless ``force``) when a target was edited since: undo would destroy that edit.
     Runs only the recipe's own undo commands, never anything the journal names.
     """
-    j = Journal.load(jid, root)
+    j = Journal.load(jid, root, base_for(root))
     if j.data.get("state") == "undone":
         raise DoctorError(T("fix {id} was already undone", id=j.id))
     write_root, spec, targets = _targets(j)
@@ -360,8 +459,20 @@ def undo(jid: str | None = None, force: bool = False, root: str | None = None
                             "discard that change (pass --force to restore anyway)",
                             paths=", ".join(changed), id=j.id, root=write_root))
     restored, removed = [], []
+    rebuild = False  # a snapshot changed by someone else since the fix: rebuild, not restore
+    snaps_after = j.data.get("snapshots_after")
+    snaps_after = snaps_after if isinstance(snaps_after, dict) else {}
     for t in reversed(targets):
         res = t["resolved"]
+        if t.get("snapshot"):
+            cur_b = confine.read_file(write_root, res)
+            cur = None if cur_b is None else hashlib.sha256(cur_b).hexdigest()
+            old = t.get("sha256") if t.get("existed") else None
+            if cur == old:
+                continue
+            if t["path"] in snaps_after and cur != snaps_after[t["path"]]:
+                rebuild = True
+                continue
         if t.get("existed"):
             data = j.backup_bytes(t["backup"])
             owner = (t.get("uid", 0), t.get("gid", 0)) if os.geteuid() == 0 else None
@@ -375,8 +486,13 @@ def undo(jid: str | None = None, force: bool = False, root: str | None = None
     kind = "live" if write_root == "/" else ("overlay" if j.data.get("kind") == "overlay"
                                                else "sysroot")
     rerun_ctx = FixContext(host=None, write_root=write_root, kind=kind)  # type: ignore
+    # the recipe's undo commands rebuild what its commands made (ldconfig: ld.so.cache);
+    # when that output was snapshotted and restored byte for byte, running them again would
+    # only replace the restored bytes
+    snapped = any(t.get("snapshot") for t in targets)
     ran = [_run(c, rerun_ctx) for c in spec.undo_commands
-           if j.data.get("state") in ("written", "applied", "failed")]
+           if j.data.get("state") in ("written", "applied", "failed")
+           and (not snapped or rebuild)]
     j.set_state("undone", restored=restored, removed=removed, undo_commands=ran)
     return {"journal": j.id, "recipe": j.data.get("recipe"), "restored": restored,
-            "removed": removed, "write_root": write_root, "commands": ran}
+            "removed": removed, "write_root": write_root, "kind": kind, "commands": ran}

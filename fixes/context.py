@@ -84,14 +84,16 @@ class FixContext:
             return p
         return os.path.join(self.write_root, p.lstrip("/"))
 
-    def edit(self, path: str, after: bytes | str, mode: int | None = None, why: str = ""):
-        """A FileEdit from the current content to ``after`` (mode kept unless given)."""
+    def edit(self, path: str, after: bytes | str, mode: int | None = None, why: str = "",
+             names: tuple[str, ...] = ()):
+        """A FileEdit from the current content to ``after`` (mode kept unless given);
+        ``names``: the host paths the new content names (each must exist, see plan_for)."""
         from .plan import FileEdit
         data = after.encode() if isinstance(after, str) else after
         before = self.read(path)
         before_mode = self.mode(path) if before is not None else None
         want = mode if mode is not None else (before_mode if before_mode is not None else 0o644)
-        return FileEdit(norm(path), before, data, before_mode, want, why)
+        return FileEdit(norm(path), before, data, before_mode, want, why, tuple(names))
 
 
 def join_host(*parts: str) -> str:

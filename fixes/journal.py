@@ -30,19 +30,39 @@ class JournalError(DoctorError):
     """The journal (its directory, an id, an entry) is not trustworthy: nothing is done."""
 
 
-def state_dir() -> str:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+# inside an overlay (the demo's, a bundle's): fixes there are not fixes of this machine, so
+# their journal lives and dies with the overlay, never in the user's own journal
+OVERLAY_JOURNAL = (".ascend-doctor", "journal")
+
+
+def state_dir(base: str | None = None) -> str:
+    """``base`` when given (an overlay's journal), else the user's own journal directory."""
+    if base:
+        return base
+    home = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
                                                            "state")
-    return os.path.join(base, "ascend-doctor", "journal")
+    return os.path.join(home, "ascend-doctor", "journal")
 
 
-def secure_dir(create: bool = False) -> str:
+def overlay_dir(overlay: str) -> str:
+    """The journal of fixes applied inside ``overlay`` (a directory the doctor writes)."""
+    return os.path.join(os.path.abspath(overlay), *OVERLAY_JOURNAL)
+
+
+def base_for(root: str | None) -> str | None:
+    """The journal to use for a target: its overlay journal when ``root`` holds one."""
+    if root and os.path.isdir(overlay_dir(root)) and not os.path.islink(overlay_dir(root)):
+        return overlay_dir(root)
+    return None
+
+
+def secure_dir(create: bool = False, base: str | None = None) -> str:
     """The journal directory, verified: a real directory owned by us (root when root), 0700.
 
     Why: undo restores files as root from what this directory holds; a directory another
     account can write is an instruction list from that account.
     """
-    d = state_dir()
+    d = state_dir(base)
     if create and not os.path.lexists(d):
         os.makedirs(d, mode=0o700, exist_ok=True)
     try:
@@ -81,57 +101,68 @@ def _seq(jid: str) -> int:
     return int(jid.split("-", 1)[0])
 
 
-def new_id(recipe: str) -> str:
+def new_id(recipe: str, base: str | None = None) -> str:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    seq = max((_seq(j) for j in list_ids()), default=0) + 1
+    seq = max((_seq(j) for j in list_ids(base)), default=0) + 1
     safe = re.sub(r"[^a-z0-9._-]", "-", recipe.lower()).replace("..", "-")[:64] or "fix"
     return f"{seq:06d}-{stamp}-{safe}-{secrets.token_hex(3)}"
 
 
 class Journal:
-    def __init__(self, jid: str, data: dict[str, Any]) -> None:
+    def __init__(self, jid: str, data: dict[str, Any], base: str | None = None) -> None:
         self.id = validate_id(jid)
-        self.dir = os.path.join(state_dir(), jid)
+        self.base = base
+        self.home = state_dir(base)
+        self.dir = os.path.join(self.home, jid)
         self.data = data
 
     @classmethod
-    def create(cls, recipe: str, doc: dict[str, Any]) -> "Journal":
-        secure_dir(create=True)
-        jid = new_id(recipe)
-        j = cls(jid, {**doc, "seq": _seq(jid), "state": "started", "targets": []})
+    def create(cls, recipe: str, doc: dict[str, Any], base: str | None = None) -> "Journal":
+        if base:
+            os.makedirs(os.path.dirname(base), mode=0o700, exist_ok=True)
+        secure_dir(create=True, base=base)
+        jid = new_id(recipe, base)
+        j = cls(jid, {**doc, "seq": _seq(jid), "state": "started", "targets": []}, base)
         os.mkdir(j.dir, 0o700)
         os.mkdir(os.path.join(j.dir, "backups"), 0o700)
         j.save()
         return j
 
     @classmethod
-    def load(cls, jid: str | None = None, root: str | None = None) -> "Journal":
-        """A journal by id, or the newest one not yet undone (of ``root`` when given)."""
-        d = secure_dir()
+    def load(cls, jid: str | None = None, root: str | None = None, base: str | None = None
+             ) -> "Journal":
+        """A journal by id, or the newest one not yet undone (of ``root`` when given).
+
+        Without ``jid`` and ``root``, fixes of an overlay that no longer exists (a demo
+        that was quit) are not candidates: there is nothing left to restore."""
+        d = secure_dir(base=base)
         want = os.path.abspath(root) if root else None
         if jid:
             validate_id(jid)
             if not os.path.exists(os.path.join(d, jid, "journal.json")):
                 raise DoctorError(T("no fix journal {id} under {dir}", id=repr(jid), dir=d))
-            j = cls(jid, cls._read(jid))
+            j = cls(jid, cls._read(jid, base), base)
             if want and j.data.get("write_root") != want:
                 raise JournalError(T("fix {id} was applied to {applied}, not {want}", id=jid,
                                      applied=str(j.data.get("write_root")), want=want))
             return j
-        cands = [j for j in list_ids() if Journal._read(j).get("state") != "undone"
-                 and (want is None or Journal._read(j).get("write_root") == want)]
+        docs = [(j, Journal._read(j, base)) for j in list_ids(base)]
+        cands = [j for j, doc in docs if doc.get("state") != "undone"
+                 and (doc.get("write_root") == want if want is not None else
+                      not (doc.get("kind") == "overlay"
+                           and not os.path.isdir(str(doc.get("write_root")))))]
         if not cands:
             if want:
                 raise DoctorError(T("no fix to undo for {root} (journal {dir})", root=want,
                                     dir=d))
             raise DoctorError(T("no fix to undo (journal {dir})", dir=d))
-        return cls(cands[-1], cls._read(cands[-1]))
+        return cls(cands[-1], cls._read(cands[-1], base), base)
 
     @staticmethod
-    def _read(jid: str) -> dict[str, Any]:
-        path = os.path.join(state_dir(), validate_id(jid), "journal.json")
+    def _read(jid: str, base: str | None = None) -> dict[str, Any]:
+        path = os.path.join(state_dir(base), validate_id(jid), "journal.json")
         try:
-            data = confine.read_file(state_dir(), f"{jid}/journal.json")
+            data = confine.read_file(state_dir(base), f"{jid}/journal.json")
             doc = json.loads(data or b"")
         except (OSError, ValueError, RecursionError, DoctorError) as exc:
             raise JournalError(T("fix journal {path} is unreadable: {reason}", path=path, reason=str(exc))) from None
@@ -140,7 +171,7 @@ class Journal:
         return doc
 
     def save(self) -> None:
-        confine.write_file(state_dir(), f"{self.id}/journal.json",
+        confine.write_file(self.home, f"{self.id}/journal.json",
                            json.dumps(self.data, indent=1, sort_keys=True).encode(), 0o600)
 
     def set_state(self, state: str, **extra: Any) -> None:
@@ -159,7 +190,7 @@ class Journal:
         st = confine.lstat(root, resolved)
         if st is not None:
             data = confine.read_file(root, resolved) or b""
-            confine.write_file(state_dir(), f"{self.id}/backups/{n}", data, 0o600)
+            confine.write_file(self.home, f"{self.id}/backups/{n}", data, 0o600)
             entry.update(existed=True, backup=str(n), mode=st.st_mode & 0o777, uid=st.st_uid,
                          gid=st.st_gid, size=len(data),
                          sha256=hashlib.sha256(data).hexdigest())
@@ -183,15 +214,15 @@ class Journal:
         if not isinstance(n, str) or not n.isdigit():
             raise JournalError(T("fix journal {id}: backup {n} is not a backup number", id=self.id,
                                     n=repr(n)))
-        data = confine.read_file(state_dir(), f"{self.id}/backups/{n}")
+        data = confine.read_file(self.home, f"{self.id}/backups/{n}")
         if data is None:
             raise JournalError(T("fix journal {id}: backup {n} is missing", id=self.id, n=n))
         return data
 
 
-def list_ids() -> list[str]:
+def list_ids(base: str | None = None) -> list[str]:
     """Valid journal ids, oldest first (by sequence number)."""
-    d = secure_dir()
+    d = secure_dir(base=base)
     try:
         names = os.listdir(d)
     except FileNotFoundError:

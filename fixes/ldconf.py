@@ -14,6 +14,7 @@ from .context import FixContext
 from .plan import Command, Plan
 
 ASCEND_CONF = "/etc/ld.so.conf.d/ascend.conf"
+LDSO_CACHE = "/etc/ld.so.cache"
 INCLUDE = "include /etc/ld.so.conf.d/*.conf"
 DRIVER = ("/usr/local/Ascend/driver/lib64", "/usr/local/Ascend/driver/lib64/common",
           "/usr/local/Ascend/driver/lib64/driver")
@@ -37,13 +38,18 @@ def _includes(conf_text: str, conf_path: str, target: str) -> bool:
 
 def order_dirs(dirs: list[str]) -> list[str]:
     """Driver directories first (lib64, common, driver, in that order), the rest as found."""
-    drivers = [d for d in DRIVER if d in dirs] or [DRIVER[0]]
+    drivers = [d for d in DRIVER if d in dirs]
     drivers += [d for d in dirs if "/Ascend/driver/" in d and d not in drivers]
     return drivers + [d for d in dirs if d not in drivers]
 
 
+# the checks that read /etc/ld.so.cache (directly, or resolving libraries through it)
+CACHE_READERS = ("ldconf.cache", "libacl.resolve", "libacl.cann_version", "torch_npu")
+
+
 @recipe("ldconf.ascend-conf", title="Ascend libraries in ascend.conf, driver/lib64 first",
         check="ldconf.order", writes=(LDSO_CONF, "/etc/ld.so.conf.d/*.conf"),
+        snapshots=(LDSO_CACHE,),
         affects=("ldconf", "libacl", "torch_npu"),
         undo_commands=(Command(("ldconfig",), T("rebuild /etc/ld.so.cache from the restored files"),
                                sysroot_argv=("ldconfig", "-r", "{root}")),))
@@ -65,9 +71,23 @@ def ascend_conf(ctx: FixContext, params: dict) -> Plan:
                 found.append(d.value)
     if not any(d.startswith(TOOLKIT) for d in found) and ctx.exists(f"{TOOLKIT}/lib64"):
         found.append(f"{TOOLKIT}/lib64")
-    wanted = HEADER + "".join(d + "\n" for d in order_dirs(found))
+    if DRIVER[0] not in found and ctx.exists(DRIVER[0]):
+        found.insert(0, DRIVER[0])
+    # a configured directory that does not exist is left out, never written again
+    gone = [d for d in found if not ctx.exists(d)]
+    dirs = order_dirs([d for d in found if d not in gone])
+    if gone:
+        plan.notes.append(T("left out of ascend.conf (they do not exist on this host): {dirs}",
+                            dirs=", ".join(gone)))
+    if not any("/Ascend/driver/" in d for d in dirs):
+        plan.blocked.append(T("no Ascend driver library directory exists on this host ({dir} "
+                              "is missing): there is nothing for ld.so to find; install the "
+                              "NPU driver first", dir=DRIVER[0]))
+        return plan
+    wanted = HEADER + "".join(d + "\n" for d in dirs)
     plan.edits.append(ctx.edit(ASCEND_CONF, wanted, 0o644,
-                               T("driver/lib64 first; 0644 so ldconfig reads it")))
+                               T("driver/lib64 first; 0644 so ldconfig reads it"),
+                               names=tuple(dirs)))
     # Ascend lines elsewhere would still come first: move them into ascend.conf
     for f, text in texts.items():
         if f == ASCEND_CONF:
@@ -90,7 +110,7 @@ def ascend_conf(ctx: FixContext, params: dict) -> Plan:
         plan.edits.append(ctx.edit(LDSO_CONF, INCLUDE + "\n" + base,
                                    why=T("ldconfig reads ld.so.conf.d only through this include")))
     plan.commands.append(Command(("ldconfig",), T("rebuild /etc/ld.so.cache"),
-                                 sysroot_argv=("ldconfig", "-r", "{root}")))
+                                 sysroot_argv=("ldconfig", "-r", "{root}"), models=CACHE_READERS))
     plan.needs_root = [T("writing {path}", path=e.path) for e in plan.changes] + [
         T("running ldconfig")]
     return plan

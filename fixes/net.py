@@ -72,17 +72,25 @@ def hosts_pin(ctx: FixContext, params: dict) -> Plan:
 
 
 @recipe("sysctl.tcp-ports", title="Ephemeral port range and TIME_WAIT recycling (sysctl.d)",
-        check="net.tcp-ports", params=tuple(TCP_DEFAULTS), writes=(SYSCTL_DROPIN,),
+        check="net.tcp-ports", params=tuple(TCP_DEFAULTS), open_params=True,
+        writes=(SYSCTL_DROPIN,),
         affects=("net.tcp-ports",),
         undo_commands=(Command(("sysctl", "--system"), T("reload the restored settings"),
                                sysroot_skip=T("a sysroot's kernel settings are not live")),))
 def tcp_ports(ctx: FixContext, params: dict) -> Plan:
     verify = params.pop("_verify", None) or "net.tcp-ports"
     values = dict(TCP_DEFAULTS)
+    unknown = []
     for k, v in params.items():
         key = k if k.startswith("net.") else f"net.ipv4.{k}"
         if key in values:
             values[key] = str(v)
+        else:
+            unknown.append(k)
+    if unknown:  # never shown in the plan and then ignored
+        from ascend_doctor.errors import UsageError
+        raise UsageError(T("sysctl.tcp-ports does not set {keys} (it sets: {known})",
+                           keys=", ".join(sorted(unknown)), known=", ".join(TCP_DEFAULTS)))
     plan = Plan("sysctl.tcp-ports", T("Ephemeral port range and TIME_WAIT recycling (sysctl.d)"),
                 values, verify=verify)
     body = ("# load clients: enough ephemeral ports, TIME_WAIT reused and recycled sooner\n"

@@ -39,6 +39,9 @@ class FileEdit:
     before_mode: int | None
     mode: int = 0o644
     why: str = ""
+    # host paths the new content names (directories in ld.so.conf, set_env.sh's dirs): a fix
+    # never writes configuration that names a path that does not exist (plan_for checks)
+    names: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -79,6 +82,9 @@ class Command:
     why: str = ""
     sysroot_argv: tuple[str, ...] | None = None
     sysroot_skip: str | None = None
+    # checks (ids or prefixes) whose answer depends on this command having run (ldconfig:
+    # the cache): where it is not run (an overlay), they are "not verifiable here"
+    models: tuple[str, ...] = ()
 
     def for_root(self, root: str) -> tuple[str, ...] | None:
         if root == "/":
@@ -120,6 +126,10 @@ class Plan:
     affects: list[str] = field(default_factory=list)  # checks also re-run (see RecipeSpec)
     notes: list[str] = field(default_factory=list)
     title_zh: str = ""
+    # why nothing can be planned on this target (e.g. the paths it would name do not exist):
+    # a blocked plan is shown, never applied
+    blocked: list[str] = field(default_factory=list)
+    snapshots: list[str] = field(default_factory=list)  # files the commands rewrite (backed up)
 
     @property
     def changes(self) -> list[FileEdit]:
@@ -128,11 +138,11 @@ class Plan:
     @property
     def already_applied(self) -> bool:
         """Nothing left to change on disk (commands run only with changes)."""
-        return bool(self.edits) and not self.changes
+        return not self.blocked and bool(self.edits) and not self.changes
 
     @property
     def manual_only(self) -> bool:
-        return not self.edits and not self.commands
+        return not self.blocked and not self.edits and not self.commands
 
     def diff(self) -> str:
         return "".join(e.diff() for e in self.changes)
@@ -145,9 +155,10 @@ class Plan:
                 "manual": [{"text": m.text(lang), "cmd": m.cmd} for m in self.manual],
                 "needs_root": self.needs_root, "restarts": self.restarts,
                 "verify": self.verify, "affects": self.affects, "notes": self.notes,
-                "already_applied": self.already_applied, "manual_only": self.manual_only}
+                "already_applied": self.already_applied, "manual_only": self.manual_only,
+                "blocked": self.blocked}
 
-    def render(self, lang: str = "en", root: str | None = None) -> str:
+    def render(self, lang: str = "en", root: str | None = None, overlay: bool = False) -> str:
         """The plan as text; commands are shell-quoted (paste-safe) and, for a sysroot
         ``root``, shown as they will run there (``ldconfig -r /the/root``)."""
         import shlex
@@ -160,14 +171,20 @@ class Plan:
                 f"{k}={_words(v)}" for k, v in self.params.items())))
         if self.already_applied:
             out.append("  " + tt(lang, "already applied: nothing to change"))
-        for e in self.changes:
+        for why in self.blocked:
+            out.append("  " + tt(lang, "nothing to plan here: {why}", why=tr(why, lang)))
+        for e in ([] if self.blocked else self.changes):
             what = (tt(lang, "mode change") if e.mode_only else tt(lang, "edit")
                     if e.before is not None else tt(lang, "new file"))
             out.append(f"\n  [{what}] {e.path}" + (f" — {tr(e.why, lang)}" if e.why else ""))
             out.extend("    " + ln for ln in e.diff().rstrip("\n").splitlines())
-        if self.commands and not self.already_applied:
+        if self.commands and not self.already_applied and not self.blocked:
             out.append("\n  " + tt(lang, "then run:"))
             for c in self.commands:
+                if overlay:  # a bundle's overlay is files only: nothing runs there
+                    out.append("    " + tt(lang, "(not run on a bundle's overlay: {cmd} — {why})",
+                                           cmd=shlex.join(c.argv), why=tr(c.why, lang)))
+                    continue
                 argv = c.for_root(root) if sysroot and root else c.argv
                 if argv is None:
                     out.append("    " + tt(lang, "(skipped in a sysroot: {cmd} — {reason})",

@@ -29,8 +29,11 @@ def build() -> bytes:
         mod = importlib.import_module(f"{parts.__name__}.{info.name}")
         mod.build(w)
         inputs.update(getattr(mod, "DEMO_INPUTS", {}))  # e.g. pcap, profile_dir, block_audit
+    # the inputs twice: "demo_inputs" for `demo`, and as collection options (the names of
+    # doctor/replay.py) so `demo --export F && check --bundle F` replays them as `demo` does
     return w.finish(options={"scenario": "8x910B DeepSeek serving host, seed 000_93c34712512482cd.txt",
-                             "demo_inputs": dict(sorted(inputs.items()))}).to_bytes()
+                             "demo_inputs": dict(sorted(inputs.items())),
+                             **dict(sorted(inputs.items()))}).to_bytes()
 
 
 def target() -> str:

@@ -10,6 +10,7 @@ from .. import problems as _problems
 from ..i18n import N_, tr, tt
 from ..model import Report, Status
 from ..redact import redact_obj, redact_text
+from ..suggest import report_fix_command
 
 # Evidence keys any check may publish, with the shape collect_env's layout needs; the first
 # finding carrying a key *of that shape* wins (checks use the same names for other things,
@@ -57,7 +58,8 @@ def problems_md(report: Report, kb=None, lang: str = "en") -> list[str]:
         actions = []
         fix = next((m.fix for _, m in p.members if m.fix), None)
         if fix:
-            actions.append(tt(lang, "fix: {command}", command=f"`ascend-doctor fix {fix.id}`"))
+            actions.append(tt(lang, "fix: {command}",
+                              command=f"`{report_fix_command(fix, report.context)}`"))
         if f.kb:
             actions.append(tt(lang, "why: {command}",
                               command=f"`ascend-doctor explain {f.kb[0]}`"))

@@ -20,7 +20,7 @@ from ..i18n import N_, ntt, tr, tt
 from ..model import Category, CheckResult, Finding, Report, Status
 from ..probes.stack import NO_STACK_SOURCE
 from ..redact import neutralise, redact_text
-from ..suggest import next_step
+from ..suggest import next_step, report_fix_command
 
 WIDTH = 100
 DETAILED = 4  # problems shown in full by default; the others get one line each
@@ -349,7 +349,8 @@ def _problem(out: _Out, n: int, p: _problems.Problem, glyph: dict[Status, str], 
     actions = []
     fix = next((ff.fix for _, ff in p.members if ff.fix), None)
     if fix:
-        actions.append(tt(lang, "fix: {command}", command=f"ascend-doctor fix {fix.id}"))
+        actions.append(tt(lang, "fix: {command}", command=report_fix_command(
+            fix, report.context if report is not None else None)))
     entries = _kb_entries(f, kb)
     if entries:
         actions.append(tt(lang, "why: {command}",

@@ -450,8 +450,11 @@ class DoctorApp(App):
         state, text = self._verify(check_id, affects)
         v = getattr(applied.raw, "verification", None)
         worse = [r["check"] for r in getattr(v, "regressions", None) or []]
-        if worse:
+        if worse:  # passed before the fix and fail after it (fixes/apply.regressions)
             text += f"; new fails caused by this fix: {', '.join(worse)}"
+        blind = list(getattr(v, "unverifiable", None) or [])
+        if blind:  # they read what a skipped command (ldconfig in an overlay) would rebuild
+            text += f"; not verifiable here: {', '.join(blind)}"
         self.call_from_thread(self._show_result, check_id, applied, state, text, False)
 
     def _verify(self, check_id: str, affects: tuple[str, ...] = ()) -> tuple[str, str]:

@@ -81,10 +81,11 @@ def availability() -> tuple[bool, str]:
 
 def view(plan: Any, lang: str = "en", ctx: Any = None) -> PlanView:
     """What the plan modal draws from a ``fixes.plan.Plan``."""
-    diffs = tuple(FileDiff(e.path, e.diff()) for e in plan.changes if e.diff().strip())
+    diffs = tuple(FileDiff(e.path, e.diff()) for e in plan.changes if e.diff().strip()
+                  and not getattr(plan, "blocked", None))
     sysroot = ctx is not None and getattr(ctx, "kind", "live") == "sysroot"
     commands = []
-    if not plan.already_applied:
+    if not plan.already_applied and not getattr(plan, "blocked", None):
         for c in plan.commands:
             argv = c.for_root(ctx.write_root) if sysroot else c.argv
             if argv is not None:
@@ -94,7 +95,8 @@ def view(plan: Any, lang: str = "en", ctx: Any = None) -> PlanView:
         risks.append("needs root: " + "; ".join(plan.needs_root))
     if plan.restarts:
         risks.append("restarts " + ", ".join(plan.restarts))
-    notes = list(plan.notes)
+    # a plan that cannot be made here (it would name missing paths) says why, first
+    notes = [f"nothing to plan here: {b}" for b in getattr(plan, "blocked", ())] + list(plan.notes)
     if ctx is not None and getattr(ctx, "kind", "") == "overlay" and commands:
         notes.append("a bundle is not a machine: the commands are shown, not run")
     if plan.already_applied:
@@ -130,11 +132,18 @@ def apply(plan: PlanView, host_factory: Callable[[], Any]) -> Applied:
 
 
 def undo(journal_id: str, write_root: str) -> str:
-    """Restore what the fix ``journal_id`` wrote under ``write_root``; says what it did."""
+    """Restore what the fix ``journal_id`` wrote under ``write_root``; says what it did,
+    and where: in an overlay (the demo's, a bundle's) the paths are the overlay's copies,
+    and this machine was never touched."""
     out = _module().apply.undo(journal_id, root=write_root)
     restored, removed = out.get("restored") or [], out.get("removed") or []
+    overlay = out.get("kind") == "overlay"
+    where = (f" in the overlay {out.get('write_root') or write_root} (this machine's files "
+             "were never touched)" if overlay else "")
     if restored or removed:
         return "; ".join(([f"restored {', '.join(restored)}"] if restored else [])
-                         + ([f"removed {', '.join(removed)} (created by the fix)"]
-                            if removed else []))
-    return f"undid {journal_id}: nothing to restore"
+                         + ([f"removed {', '.join(removed)} (" + (
+                             "the overlay's copies: the scenario's own files show again"
+                             if overlay else "created by the fix") + ")"]
+                            if removed else [])) + where
+    return f"undid {journal_id}: nothing to restore{where}"

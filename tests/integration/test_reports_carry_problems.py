@@ -57,7 +57,7 @@ def test_markdown_lists_the_problems_in_the_json_ranking(demo_json):
     assert got == want
     first = md.split("\n1. ", 1)[1].split("\n2. ", 1)[0]
     assert "explains 8: `torch_npu.import`, `ldconf.order`, `libacl.resolve` ×6" in first
-    assert "fix: `ascend-doctor fix ldconf.ascend-conf`" in first
+    assert "fix: `ascend-doctor fix ldconf.ascend-conf --demo`" in first  # targets the demo
 
 
 def test_junit_names_each_problem_and_the_root_that_explains_a_symptom(tmp_path):

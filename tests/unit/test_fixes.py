@@ -64,8 +64,8 @@ def broken_ldconf(sysroot):
     sysroot.write("/etc/ld.so.conf.d/ascend.conf",
                   f"{TK}/lib64\n{TK}/lib64/plugin/opskernel\n/usr/local/Ascend/driver/lib64\n"
                   "/usr/local/Ascend/driver/lib64/common\n", mode=0o600)
-    sysroot.mkdir("/usr/local/Ascend/driver/lib64")
-    sysroot.mkdir(f"{TK}/lib64")
+    sysroot.mkdir("/usr/local/Ascend/driver/lib64/common")
+    sysroot.mkdir(f"{TK}/lib64/plugin/opskernel")
 
 
 def test_ldconf_recipe_plan_apply_verify_undo(sysroot):
@@ -107,6 +107,8 @@ def test_ldconf_recipe_plan_apply_verify_undo(sysroot):
 def test_ldconf_moves_ascend_lines_out_of_other_files(sysroot):
     sysroot.write("/etc/ld.so.conf", f"{TK}/lib64\ninclude /etc/ld.so.conf.d/*.conf\n")
     sysroot.write("/etc/ld.so.conf.d/ascend.conf", "/usr/local/Ascend/driver/lib64\n")
+    sysroot.mkdir("/usr/local/Ascend/driver/lib64")
+    sysroot.mkdir(f"{TK}/lib64")
     plan, ctx = plan_for("ldconf.ascend-conf", sysroot.root)
     apply_plan(plan, ctx, host_factory(sysroot.root))
     assert sysroot.path("/etc/ld.so.conf").read_text().startswith(
@@ -131,8 +133,18 @@ WantedBy=multi-user.target
 """
 
 
+def cann_tree(sysroot, arch="x86_64"):
+    """Every directory set_env.sh names, as an installed CANN has them."""
+    from ascend_doctor.fixes.service import set_env_vars
+    for k, v in set_env_vars(TK, arch).items():
+        for d in v.split(":"):
+            if d.startswith("/usr/local/Ascend"):
+                sysroot.mkdir(d)
+
+
 def test_service_env_dropin_for_a_systemd_unit(sysroot):
     sysroot.write("/etc/systemd/system/vllm.service", UNIT)
+    cann_tree(sysroot, "aarch64")
     before = snapshot(sysroot.root)
     plan, ctx = plan_for("service.env", sysroot.root, {"arch": "aarch64"})
     (edit,) = plan.edits
@@ -158,6 +170,7 @@ def test_service_env_dropin_for_a_systemd_unit(sysroot):
 
 def test_service_env_without_unit_writes_env_file_and_launch_line(sysroot):
     sysroot.mkdir("/etc")
+    cann_tree(sysroot)
     plan, ctx = plan_for("service.env", sysroot.root,
                          {"cmdline": "python -m vllm.entrypoints.openai.api_server --model m"})
     assert plan.edits[0].path == "/etc/ascend-doctor/ascend-env.sh"
@@ -374,6 +387,7 @@ def test_service_env_launch_line_pastes_and_passes_values_exactly(sysroot, tmp_p
     """The manual launch line sources the env file the plan writes: run by a real sh, the
     server command sees each value exactly (the old `env $(grep … | xargs)` split them)."""
     sysroot.mkdir("/etc")
+    cann_tree(sysroot)
     plan, ctx = plan_for("service.env", sysroot.root, {"cmdline": "env"})
     body = plan.edits[0].after.decode() + "ODD_VALUE='a b;$(id)'\n"
     env_file = tmp_path / "ascend-env.sh"
@@ -406,3 +420,50 @@ def test_a_link_swapped_in_after_the_plan_is_refused_and_undo_still_works(sysroo
     out = undo()  # the journal of the refused apply is not stuck
     assert out["journal"]
     assert snapshot(root) == before
+
+
+def test_undo_rebuilds_a_cache_someone_else_rebuilt_since(sysroot):
+    """Item 6: the cache is restored byte for byte when it is what the fix's ldconfig made;
+    when another ldconfig ran since, restoring old bytes would be stale: ldconfig runs."""
+    if shutil.which("ldconfig") is None:
+        pytest.skip("ldconfig is not installed")
+    broken_ldconf(sysroot)
+    import glob
+    lib = sorted(glob.glob("/lib/x86_64-linux-gnu/libz.so.1*") + glob.glob("/usr/lib/*/libz.so.1*")
+                 + glob.glob("/lib64/libz.so.1*"))
+    if not lib:
+        pytest.skip("no libz to stand in for a driver library")
+    shutil.copy(lib[0], sysroot.path("/usr/local/Ascend/driver/lib64/libz.so.1"))
+    subprocess.run(["ldconfig", "-r", str(sysroot.root)], check=True, capture_output=True)
+    old = sysroot.path("/etc/ld.so.cache").read_bytes()
+    plan, ctx = plan_for("ldconf.ascend-conf", sysroot.root)
+    plan.snapshots = ["/etc/ld.so.cache"]  # what plan_for adds from the recipe's spec
+    res = apply_plan(plan, ctx, host_factory(sysroot.root))
+    assert sysroot.path("/etc/ld.so.cache").read_bytes() != old
+    out = undo(res.journal)
+    assert sysroot.path("/etc/ld.so.cache").read_bytes() == old and out["commands"] == []
+    assert "/etc/ld.so.cache" in out["restored"]
+
+    res = apply_plan(*plan_for_spec("ldconf.ascend-conf", sysroot.root), host_factory(sysroot.root))
+    cache = sysroot.path("/etc/ld.so.cache")
+    cache.write_bytes(cache.read_bytes() + b"\0")  # another ldconfig (or a package) since
+    out = undo(res.journal)
+    assert [c["argv"][0] for c in out["commands"]] == ["ldconfig"]  # rebuilt, not stale bytes
+    assert "/etc/ld.so.cache" not in out["restored"]
+
+
+def plan_for_spec(recipe_id, root):
+    """The plan as the CLI and the TUI make it (fixes.plan_for: spec snapshots included)."""
+    from ascend_doctor.fixes import plan_for as api_plan_for
+    ctx = FixContext.for_root(str(root))
+    return api_plan_for(ctx, recipe_id), ctx
+
+
+def test_an_old_overlay_journal_is_not_the_latest_fix(tmp_path):
+    """Journals of a demo overlay that no longer exists (written before issue 31) are not
+    what a plain `fix --undo` restores."""
+    from ascend_doctor.errors import DoctorError
+    Journal.create("ldconf.ascend-conf", {"recipe": "ldconf.ascend-conf", "kind": "overlay",
+                                          "write_root": str(tmp_path / "gone-overlay")})
+    with pytest.raises(DoctorError, match="no fix to undo"):
+        undo()
