@@ -51,8 +51,13 @@ class NpuMap:
         return None
 
 
+def _digits(s: str) -> bool:
+    """ASCII digits only: str.isdigit() also accepts '²', which int() refuses."""
+    return s.isascii() and s.isdigit()
+
+
 def _opt_int(s: str) -> int | None:
-    return int(s) if s.strip().isdigit() else None
+    return int(s) if _digits(s.strip()) else None
 
 
 def parse_npu_smi_map(text: str, source: str = "npu-smi info -m") -> NpuMap:
@@ -68,7 +73,7 @@ def parse_npu_smi_map(text: str, source: str = "npu-smi info -m") -> NpuMap:
             if "NPU ID" in cols and "Chip ID" in cols:
                 header = cols
             continue
-        if len(cols) != len(header) or not cols[0].isdigit() or not cols[1].isdigit():
+        if len(cols) != len(header) or not _digits(cols[0]) or not _digits(cols[1]):
             continue
         rec = dict(zip(header, cols))
         rows.append(MapRow(int(rec["NPU ID"]), int(rec["Chip ID"]),
@@ -117,7 +122,7 @@ def parse_ecc(text: str, npu: int, chip: int, source: str = "npu-smi info -t ecc
             continue
         seen = True
         v = value.strip()
-        if v.isdigit():
+        if _digits(v):
             counters[(m.group("mem").upper(), m.group("bits").lower(),
                       _KIND[m.group("kind").lower()])] = int(v)
     if not seen:

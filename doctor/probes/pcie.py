@@ -51,7 +51,7 @@ def parse_speed(text: str) -> float | None:
 
 def parse_width(text: str) -> int | None:
     t = text.strip()
-    return int(t) if t.isdigit() else None
+    return int(t) if t.isascii() and t.isdigit() else None
 
 
 def parse_pci_link(address: str, device: str, files: dict[str, str]) -> PciLink:
