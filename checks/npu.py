@@ -73,7 +73,9 @@ def smi_runs(smi: NpuSmi, know: Knowledge,
                            tool=info.tool_version, driver=info.driver_version,
                            npus=len(info.npu_ids), chips=len(info.chips)),
                          evidence={"npus": info.npu_ids,
-                                   "chips": chip_table(info, detail, smi.health)})
+                                   "chips": chip_table(info, detail, smi.health),
+                                   # why the rows carry no logic id (npu-smi info -m failed)
+                                   "map_error": detail.map_failure if detail else None})
 
 
 def _latest_ecc(detail: NpuDetail | None, key: tuple[int, int]) -> EccCounters | None:

@@ -142,6 +142,14 @@ def test_ecc_rising_between_two_samples_in_one_run(sysroot):
     assert len(ws) == 1 and ws[0].subject == "NPU 1 chip 0" and "from 3 to 7" in ws[0].message
     rows = res["npu.smi"].findings[0].evidence["chips"]
     assert rows[1]["bad"] == ["ecc"] and rows[0]["logic_id"] == 0 and rows[1]["logic_id"] == 1
+    assert res["npu.smi"].findings[0].evidence["map_error"] is None
+
+
+def test_map_failure_is_named_not_silent(sysroot):
+    ecc_script(sysroot, [ECC_A2], map_text="        NPU编号   芯片编号\n")
+    (f,) = _run(sysroot, ("npu.smi",))["npu.smi"].findings
+    assert f.status == Status.PASS and "Chip Logic ID" in f.evidence["map_error"]
+    assert all(r["logic_id"] is None for r in f.evidence["chips"])
 
 
 def test_ecc_sub_command_failing_or_foreign_is_named(sysroot):
