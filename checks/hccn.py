@@ -182,6 +182,12 @@ def conf_consistent(st: HccnState) -> Iterator[Finding]:
                                  "hand", dev=d.dev, live=d.ip.value[0], conf=HCCN_CONF,
                                  ip=addrs[d.dev]),
                                subject=_dev(d.dev), kb="ASC-HW-005")
+        want_gw = conf.value(d.dev, "gateway")
+        if d.gateway.ok and want_gw and d.gateway.value != want_gw:
+            problems += 1
+            yield Finding.warn(T("device {dev} uses gateway {live} but {conf} says {ip}",
+                                 dev=d.dev, live=d.gateway.value, conf=HCCN_CONF, ip=want_gw),
+                               subject=_dev(d.dev), kb="ASC-HW-005")
     if not problems:
         yield Finding.passed(T("{conf}: {n} device address(es), one per device, in {nets}",
                                conf=HCCN_CONF, n=len(addrs),

@@ -102,6 +102,9 @@ def test_hccn_conf_inconsistencies():
     assert "netdetect_3=192.168.100.1 is outside" in msgs
     drift = list(conf_consistent(_state([_dev(0, ip="192.168.100.150")], conf_for(1))))
     assert drift[0].status == Status.WARN and "192.168.100.150" in drift[0].message
+    gw = conf_for(1).replace("gateway_0=192.168.100.1", "gateway_0=192.168.100.254")
+    (g,) = conf_consistent(_state([_dev(0)], gw))
+    assert g.status == Status.WARN and "uses gateway 192.168.100.1" in g.message
 
 
 def test_pfc_off_or_different_warns():
