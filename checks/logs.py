@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ascend_doctor.checks.hccn import explained_by_roce
 from ascend_doctor.memfix import fix_for
 from ascend_doctor.i18n import T, Texts
 from ascend_doctor.model import Category, Finding, Severity
@@ -76,7 +77,9 @@ def _file_findings(fm: LogFileMatches) -> Iterator[Finding]:
                       "groups": {k: redact_text(v) for k, v in m.groups.items()}},
             kb=e.id, fix=fix_id, fix_params=fix_params,
             # entries matching the same line describe one event: one problem
-            cause=f"logs.line:{lf.path}:{first_no}")
+            cause=f"logs.line:{lf.path}:{first_no}",
+            # an HCCL timeout on a node whose RoCE port is down is that port (checks/hccn.py)
+            explained_by=explained_by_roce(e.aliases))
     st = fm.last_stats
     if st is not None:
         ev = {"path": lf.path, "line": st.line_no, "running": st.running,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from ascend_doctor.i18n import N_, T, join
+from ascend_doctor.i18n import N_, T, Texts, join
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.devices import ContainerInfo
 from ascend_doctor.probes.kbfact import Knowledge
 from ascend_doctor.probes.npusmi import NpuSmi, NpuSmiInfo, kv_get
+from ascend_doctor.probes.npusmi_detail import EccCounters, NpuDetail
 from ascend_doctor.probes.procs import ServiceProcesses
 from ascend_doctor.probes.livepids import ProcessTable
 from ascend_doctor.registry import check
@@ -40,7 +41,8 @@ def _with_table(smi: NpuSmi, rule: Callable[[NpuSmi], Iterator[Finding]]) -> Ite
 
 @check("npu.smi", title="npu-smi answers", category=Category.NPU, tags=("npu",),
        timeout=SMI_CHECK_TIMEOUT_S)
-def smi_runs(smi: NpuSmi, know: Knowledge) -> Iterator[Finding]:
+def smi_runs(smi: NpuSmi, know: Knowledge,
+             detail: NpuDetail | None = None) -> Iterator[Finding]:
     cmd = " ".join(smi.argv)
     if smi.result.timed_out:
         yield Finding.error(T("`{cmd}` did not answer within {s} s and was killed: the driver or "
@@ -70,50 +72,115 @@ def smi_runs(smi: NpuSmi, know: Knowledge) -> Iterator[Finding]:
     yield Finding.passed(T("npu-smi {tool} (driver {driver}): {npus} NPU(s), {chips} chip(s)",
                            tool=info.tool_version, driver=info.driver_version,
                            npus=len(info.npu_ids), chips=len(info.chips)),
-                         evidence={"npus": info.npu_ids, "chips": chip_table(info)})
+                         evidence={"npus": info.npu_ids,
+                                   "chips": chip_table(info, detail, smi.health),
+                                   # why the rows carry no logic id (npu-smi info -m failed)
+                                   "map_error": detail.map_failure if detail else None})
 
 
-def chip_table(info: NpuSmiInfo) -> list[dict]:
-    """One row per chip (as ``npu-smi info`` prints them) for the report's per-NPU table."""
+def _latest_ecc(detail: NpuDetail | None, key: tuple[int, int]) -> EccCounters | None:
+    if detail is None:
+        return None
+    for samples in (detail.second, detail.first):
+        s = samples.get(key)
+        if s is not None and s.counters is not None:
+            return s.counters
+    return None
+
+
+def _bad_cells(c, ecc: EccCounters | None, rising: bool, codes: list[str]) -> list[str]:
+    """The names of this row's cells a reader should look at (the report marks them)."""
+    bad = []
+    if c.health != "OK" or codes:
+        bad.append("health")
+    if c.temp_c is not None and c.temp_c >= TEMP_WARN_C:
+        bad.append("temp_c")
+    ut = c.device_used_total
+    if ut and ut[1] and 100.0 * ut[0] / ut[1] >= HBM_WARN_PCT:
+        bad.append("hbm")
+    if ecc is not None and (ecc.double or rising):
+        bad.append("ecc")
+    return bad
+
+
+def chip_table(info: NpuSmiInfo, detail: NpuDetail | None = None,
+               health_detail: dict | None = None) -> list[dict]:
+    """One row per chip (as ``npu-smi info`` prints them) for the report's per-NPU table.
+
+    ``logic_id`` comes from ``npu-smi info -m``, ``ecc_single``/``ecc_double`` from
+    ``npu-smi info -t ecc``; ``bad`` names the cells that a check found wrong."""
     procs: dict[tuple[int, int], list[str]] = {}
     for p in info.processes:
         procs.setdefault((p.npu, p.chip), []).append(f"{p.pid} {p.name} ({p.mem_mb} MB)")
-    return [{"npu": c.npu, "chip": c.chip, "name": c.name, "health": c.health,
-             "temp_c": c.temp_c, "power_w": c.power_w, "aicore_pct": c.aicore_pct,
-             "hbm_used_mb": c.hbm_used_mb, "hbm_total_mb": c.hbm_total_mb,
-             "processes": procs.get((c.npu, c.chip), [])} for c in info.chips]
+    rows = []
+    for c in info.chips:
+        key = (c.npu, c.chip)
+        ecc = _latest_ecc(detail, key)
+        rising = detail is not None and ecc_rising(detail, key) is not None
+        sub = (health_detail or {}).get(c.npu)
+        codes = [x for x in kv_get(sub.pairs, "Error Code") if x not in ("NA", "0")] if sub else []
+        rows.append({"npu": c.npu, "chip": c.chip, "name": c.name, "health": c.health,
+                     "temp_c": c.temp_c, "power_w": c.power_w, "aicore_pct": c.aicore_pct,
+                     "hbm_used_mb": c.hbm_used_mb, "hbm_total_mb": c.hbm_total_mb,
+                     "processes": procs.get(key, []),
+                     "logic_id": detail.map.logic_of(*key) if detail and detail.map else None,
+                     "ecc_single": ecc.single if ecc else None,
+                     "ecc_double": ecc.double if ecc else None,
+                     "alarms": codes,
+                     "bad": _bad_cells(c, ecc, rising, codes)})
+    return rows
 
 
 @check("npu.health", title="Every NPU reports health OK", category=Category.NPU,
        tags=("npu", "health"), timeout=SMI_CHECK_TIMEOUT_S)
-def health(smi: NpuSmi) -> Iterator[Finding]:
-    yield from _with_table(smi, _health)
+def health(smi: NpuSmi, know: Knowledge | None = None) -> Iterator[Finding]:
+    yield from _with_table(smi, lambda s: _health(s, know))
 
 
 HEALTH_WORDS = {1: N_("minor fault"), 2: N_("major fault"), 3: N_("critical fault")}
 
 
-def _health(smi: NpuSmi) -> Iterator[Finding]:
+def alarm_entry(know: Knowledge | None, code: str):
+    """The KB entry documenting a health alarm code (``80E01809`` or ``0x80E01809``)."""
+    if know is None:
+        return None
+    c = code.strip().upper().removeprefix("0X")
+    return know.kb.get(c) or know.kb.get("0x" + c)
+
+
+def _health(smi: NpuSmi, know: Knowledge | None = None) -> Iterator[Finding]:
     bad = 0
     for chip in smi.info.chips:
         detail = smi.health.get(chip.npu)
         words = [chip.health] + (kv_get(detail.pairs, "Health") if detail else [])
         words += kv_get(detail.pairs, "Health Status") if detail else []
         worst = max(words, key=lambda w: HEALTH_RANK.get(w, 2))
-        codes = [c for c in (kv_get(detail.pairs, "Error Code") if detail else []) if c != "NA"]
+        codes = [c for c in (kv_get(detail.pairs, "Error Code") if detail else [])
+                 if c not in ("NA", "0")]
         subject = T("NPU {npu} chip {chip}", npu=chip.npu, chip=chip.chip)
         rank = HEALTH_RANK.get(worst, 2)
         if rank == 0:
             continue
         bad += 1
-        ev = {"table": chip.health, "detail": words[1:], "error_codes": codes}
+        infos = [i for i in (kv_get(detail.pairs, "Error Information") if detail else [])
+                 if i and i != "NA"]
+        entries = [e for e in (alarm_entry(know, c) for c in codes) if e is not None]
+        ev = {"table": chip.health, "detail": words[1:], "error_codes": codes,
+              "error_information": infos, "documented": [e.id for e in entries]}
         what = (T("device absent or not started") if worst == "UNKNOWN"
                 else T(HEALTH_WORDS.get(rank, "critical fault")))
-        msg = T("{subject} ({name}, {bus}) health {worst}{codes} ({what})", subject=subject,
-                name=chip.name, bus=chip.bus_id, worst=worst, what=what,
-                codes=T(", error code {codes}", codes=", ".join(codes)) if codes else "")
+        meaning = ""
+        if entries:
+            meaning = T(": {meaning}", meaning=Texts(entries[0].title))
+        elif infos:
+            meaning = T(": {meaning}", meaning=infos[0])
+        msg = T("{subject} ({name}, {bus}) health {worst}{codes}{meaning} ({what})",
+                subject=subject, name=chip.name, bus=chip.bus_id, worst=worst, what=what,
+                codes=T(", error code {codes}", codes=", ".join(codes)) if codes else "",
+                meaning=meaning)
         make = Finding.warn if rank == 1 else Finding.fail
-        yield make(msg, subject=subject, evidence=ev, kb="ASC-NPU-001")
+        yield make(msg, subject=subject, evidence=ev,
+                   kb=[e.id for e in entries] + ["ASC-NPU-001"])
     for npu, sub in sorted(smi.health.items()):
         if sub.failure and not sub.timed_out:
             yield Finding.warn(T("`{cmd}` failed: {reason}", cmd=" ".join(sub.argv),
@@ -310,3 +377,73 @@ def _processes(smi: NpuSmi, table: ProcessTable, container: ContainerInfo | None
                              evidence=ev)
     else:
         yield Finding.info(T("processes per NPU: {listing}", listing=listing), evidence=ev)
+
+
+# -- ECC ---------------------------------------------------------------------------------
+def ecc_rising(detail: NpuDetail, key: tuple[int, int]) -> tuple[int, int] | None:
+    """(first, second) single+double error counts when they rose between the two samples."""
+    a, b = detail.first.get(key), detail.second.get(key)
+    if a is None or b is None or a.counters is None or b.counters is None:
+        return None
+    before = a.counters.single + a.counters.double
+    after = b.counters.single + b.counters.double
+    return (before, after) if after > before else None
+
+
+def ecc_key(npu: object, chip: object) -> str:
+    """Cause key "this chip's memory is failing": ECC and the alarms it raises are one problem."""
+    return f"npu.ecc:{npu}/{chip}"
+
+
+@check("npu.ecc", title="NPU memory reports no uncorrectable or rising ECC errors",
+       category=Category.NPU, tags=("npu", "health", "memory"), timeout=SMI_CHECK_TIMEOUT_S)
+def ecc(detail: NpuDetail) -> Iterator[Finding]:
+    samples = detail.first
+    if not samples:
+        yield Finding.skip(T("no ECC sample was taken (npu-smi info -m or the table hung)"))
+        return
+    hung = [s for s in samples.values() if s.timed_out]
+    failed = [s for s in samples.values() if s.failure and not s.timed_out]
+    good = [s.counters for s in samples.values() if s.counters is not None]
+    for s in hung[:1]:
+        yield Finding.error(T("`{cmd}` did not answer: {reason}", cmd=" ".join(s.argv),
+                              reason=s.failure), subject="npu-smi", kb="ASC-NPU-004")
+    if failed and not good:
+        s = failed[0]
+        yield Finding.skip(T("`{cmd}` gave no ECC counters on any of {n} chip(s): {reason}",
+                             cmd=" ".join(s.argv), n=len(failed), reason=s.failure))
+        return
+    for s in failed:
+        yield Finding.warn(T("`{cmd}` gave no ECC counters: {reason}", cmd=" ".join(s.argv),
+                             reason=s.failure), subject=" ".join(s.argv))
+    bad = 0
+    for c in good:
+        key = (c.npu, c.chip)
+        subject = T("NPU {npu} chip {chip}", npu=c.npu, chip=c.chip)
+        ev = {"counters": {" ".join(k): v for k, v in sorted(c.counters.items())}}
+        rise = ecc_rising(detail, key)
+        if c.double:
+            bad += 1
+            mems = sorted({m for (m, b, k), v in c.counters.items() if b == "double" and v})
+            yield Finding.fail(T("{subject}: {n} uncorrectable (double-bit) ECC error(s) in {mem}, "
+                                 "{pages} page(s) isolated — the memory is failing",
+                                 subject=subject, n=c.double, mem="/".join(mems),
+                                 pages=sum(c.get(m, "double", "isolated") for m in mems)),
+                               subject=subject, evidence=ev, kb="ASC-HW-003",
+                               cause=ecc_key(c.npu, c.chip))
+        elif rise is not None:
+            bad += 1
+            yield Finding.warn(T("{subject}: correctable ECC errors rose from {a} to {b} within "
+                                 "{s} s — the memory is degrading", subject=subject, a=rise[0],
+                                 b=rise[1], s=f"{detail.gap_s:.1f}"),
+                               subject=subject, evidence={**ev, "first": rise[0],
+                                                          "second": rise[1]},
+                               kb="ASC-HW-003", cause=ecc_key(c.npu, c.chip))
+        elif c.single:
+            yield Finding.info(T("{subject}: {n} correctable (single-bit) ECC error(s) since the "
+                                 "driver loaded, not rising over {s} s", subject=subject,
+                                 n=c.single, s=f"{detail.gap_s:.1f}"),
+                               subject=subject, evidence=ev)
+    if not bad and good:
+        yield Finding.passed(T("no uncorrectable or rising ECC errors on {n} chip(s)",
+                               n=len(good)))

@@ -54,15 +54,19 @@ def run_once(make_host, options, skip: tuple[str, ...], timeout: float | None,
     from .probes.npusmi import NpuSmi
     from .registry import CheckSpec, Registry
 
-    captured: list[object] = []
+    from .probes.hccn import HccnState
+    from .probes.npusmi_detail import NpuDetail
+
+    captured: dict[type, object] = {}
 
     def capture(store) -> Finding:
-        try:
-            captured.append(store.get(NpuSmi))
-        except Exception as exc:  # no npu-smi: no NPU series, the npu checks say why
-            from .cancel import Cancelled
-            if isinstance(exc, Cancelled):
-                raise
+        for fact in (NpuSmi, NpuDetail, HccnState):
+            try:
+                captured[fact] = store.get(fact)
+            except Exception as exc:  # no npu-smi / hccn_tool: no such series, checks say why
+                from .cancel import Cancelled
+                if isinstance(exc, Cancelled):
+                    raise
         return Finding.info("npu-smi fact handed to the exporter")
 
     capture.__annotations__ = {"store": FactStore, "return": Finding}
@@ -81,7 +85,8 @@ def run_once(make_host, options, skip: tuple[str, ...], timeout: float | None,
         return Snapshot(None, None, time.time(), last_success,
                         f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
     now = time.time()
-    return Snapshot(report, captured[0] if captured else None, now, now)
+    return Snapshot(report, captured.get(NpuSmi), now, now,
+                    npu_detail=captured.get(NpuDetail), hccn=captured.get(HccnState))
 
 
 RULES_RESOURCE = "data/prometheus/ascend-doctor-rules.yml"  # = deploy/prometheus/, tested

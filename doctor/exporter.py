@@ -34,11 +34,30 @@ class Snapshot:
     finished_at: float  # unix time the run ended
     last_success: float | None  # unix time of the last run that produced a report
     error: str = ""  # one line: why the last run produced no report
+    npu_detail: object | None = None  # doctor.probes.npusmi_detail.NpuDetail (ECC, card map)
+    hccn: object | None = None  # doctor.probes.hccn.HccnState (RoCE ports)
 
 
 def _chips(npusmi: object | None) -> tuple:
     info = getattr(npusmi, "info", None)
     return tuple(getattr(info, "chips", ()) or ())
+
+
+def _ecc(snap: Snapshot) -> list:
+    """The latest ECC counters per chip (the run's second sample when it took one)."""
+    detail = snap.npu_detail
+    if detail is None:
+        return []
+    out = {}
+    for samples in (getattr(detail, "first", {}), getattr(detail, "second", {})):
+        for key, s in samples.items():
+            if getattr(s, "counters", None) is not None:
+                out[key] = s.counters
+    return [out[k] for k in sorted(out)]
+
+
+def _ports(snap: Snapshot) -> list:
+    return list(getattr(snap.hccn, "devices", ()) or ())
 
 
 def health(snap: Snapshot) -> tuple[bool, list[str]]:
@@ -54,6 +73,12 @@ def health(snap: Snapshot) -> tuple[bool, list[str]]:
         if ut and ut[1] and ut[0] / ut[1] >= HBM_DEGRADED_RATIO:
             reasons.append(f"npu {c.npu} chip {c.chip}: memory {ut[0]}/{ut[1]} MB "
                            f"(>= {HBM_DEGRADED_RATIO:.0%})")
+    for c in _ecc(snap):
+        if c.double:
+            reasons.append(f"npu {c.npu} chip {c.chip}: {c.double} uncorrectable ECC errors")
+    for d in _ports(snap):
+        if d.link.ok and d.link.value != "UP":
+            reasons.append(f"npu device {d.dev}: RoCE link {d.link.value}")
     if snap.report is not None:
         for r in snap.report.results:
             if any(f.status is Status.FAIL and f.severity is Severity.CRITICAL
@@ -153,6 +178,37 @@ class _SnapshotCollector(Collector):
             if c.aicore_pct is not None:
                 ai.add_metric(v, c.aicore_pct / 100.0)
         yield from (hl, tc, hu, ht, pw, ai)
+        yield from self._hw()
+
+    def _hw(self) -> Iterator[GaugeMetricFamily]:
+        """ECC counters (npu-smi info -t ecc) and RoCE ports (hccn_tool): a counter that rises
+        between scrapes is Prometheus' increase(), so the fleet alerts without local state."""
+        ecc = GaugeMetricFamily("ascend_doctor_npu_ecc_errors",
+                                "ECC errors since the driver loaded (npu-smi info -t ecc), all "
+                                "memories of the chip, by single (corrected) or double bits",
+                                labels=["npu", "chip", "bits"])
+        iso = GaugeMetricFamily("ascend_doctor_npu_ecc_isolated_pages",
+                                "Memory pages taken out of service after ECC errors",
+                                labels=["npu", "chip"])
+        for c in _ecc(self.snap):
+            v = [str(c.npu), str(c.chip)]
+            for bits in ("single", "double"):
+                ecc.add_metric(v + [bits], float(sum(
+                    n for (m, b, k), n in c.counters.items() if b == bits and k == "count")))
+            iso.add_metric(v, float(sum(n for (m, b, k), n in c.counters.items()
+                                        if k == "isolated")))
+        up = GaugeMetricFamily("ascend_doctor_npu_roce_link_up",
+                               "1 when hccn_tool -link -g reports the NPU's RoCE port UP",
+                               labels=["device"])
+        net = GaugeMetricFamily("ascend_doctor_npu_roce_net_healthy",
+                                "1 when hccn_tool -net_health -g reports Success",
+                                labels=["device"])
+        for d in _ports(self.snap):
+            if d.link.ok:
+                up.add_metric([str(d.dev)], 1.0 if d.link.value == "UP" else 0.0)
+            if d.net_health.ok:
+                net.add_metric([str(d.dev)], 1.0 if d.net_health.value == "Success" else 0.0)
+        yield from (ecc, iso, up, net)
 
 
 def build_registry(snap: Snapshot) -> CollectorRegistry:
