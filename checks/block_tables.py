@@ -34,7 +34,7 @@ from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.block_audit import (BadLine, BlockAuditLog, Disabled, Header, Record,
                                        StepV0, StepV1)
 from ascend_doctor.registry import check
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 KB = "ASC-KV-001"
 MAX_EXAMPLES = 20

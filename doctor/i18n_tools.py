@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from .catalog import DOMAIN
-from .record import dataclass, field
+from dataclasses import dataclass, field
 
 # function name -> index of the msgid argument (xgettext's --keyword=name:argnum)
 KEYWORDS: dict[str, tuple[int, ...]] = {"T": (0,), "N_": (0,), "tr": (0,), "tt": (1,),

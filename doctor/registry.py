@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 from .errors import UsageError
 from .model import Category, Severity
 from .i18n import T
-from .record import dataclass, field
+from dataclasses import dataclass, field
 
 ENTRY_POINT_GROUP = "ascend_doctor.checks"
 _CHECK_ATTR = "__ascend_doctor_check__"

@@ -21,7 +21,7 @@ from ..i18n import N_, T
 from ..host import Host
 from ..inputs import input_error, user_files
 from ..options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .svcaccess import refusal
 from .procs import ServiceEnv, ServiceProcesses

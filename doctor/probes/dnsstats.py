@@ -20,7 +20,7 @@ from typing import Any, BinaryIO, Iterable
 
 from ..i18n import T
 from ..native import NativeFallback, load, read_into
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from .dnswire import QTYPES, DnsFormatError, DnsMessage, parse_dns, parse_dns_tcp
 from .pcapread import (CHUNK, KIND_DNS_TCP, KIND_SYN, MAX_CAPLEN, CaptureError, CaptureStats,
                        Packet, iter_packets, record_error)

@@ -18,7 +18,7 @@ from ..i18n import T
 from ..host import Host
 from ..inputs import user_files
 from ..options import RunOptions
-from ..record import dataclass
+from dataclasses import dataclass
 from ..registry import provider
 from .svcaccess import refusal
 from .procs import ServiceProcesses

@@ -18,7 +18,7 @@ from ..errors import ParseError, SourceMissing
 from ..i18n import T
 from ..host import Host, HttpResponse
 from ..options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .procs import ServiceProcesses
 
