@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
+from packaging.markers import default_environment
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
-# not packaging.markers / packaging.utils: they import packaging.tags (11-16 ms)
-from ascend_doctor.pep508 import canonicalize_name, default_environment
 from ascend_doctor.probes.kbfact import Knowledge
 from ascend_doctor.probes.packages import WATCHED, Packages, requirements_of
 from ascend_doctor.registry import check
