@@ -4,7 +4,7 @@ the report what it was, minus the clock.
 The golden is the demo JSON of the tree before that work, with ``started_at`` and every
 ``duration_s`` of the report and of its checks dropped (a finding's evidence keeps its own).
 A change that means to alter the demo's findings regenerates it:
-``ASCEND_DOCTOR_REGOLD=1 python -m pytest tests/integration/test_demo_json_golden.py``.
+``ASCEND_DOCTOR_REGOLD=1 python -m pytest -m golden --snapshot-update`` (docs/HACKING.md).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def normalized(report: dict) -> dict:
     return out
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_demo_json_equals_the_golden(lang):
     r = run_cli("demo", "--json", "--lang", lang)
