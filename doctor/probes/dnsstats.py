@@ -479,9 +479,9 @@ def _state_of(scan: Any) -> tuple[Analyser, CaptureStats, CaptureError | None]:
     """The Analyser, stats and CaptureError of a finished scanner."""
     st = scan.result()
     stats = CaptureStats()
-    stats.format = "pcap"
+    stats.format = st["format"]
     stats.records, stats.kept, stats.bytes = st["records"], st["kept"], st["bytes"]
-    stats.linktypes.add(st["linktype"])
+    stats.linktypes.update(st["linktypes"])
     error = None
     if st["error"] is not None:  # (kind, offset, caplen, limit or bytes present)
         kind, offset, caplen, other = st["error"]
