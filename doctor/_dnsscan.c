@@ -1,4 +1,4 @@
-/* The classic-pcap DNS analysis of doctor/probes/dnsstats.py, in C.
+/* The pcap / pcapng DNS analysis of doctor/probes/dnsstats.py, in C.
  *
  * Why: on a 10^6-packet capture the Python record walk (pcapread._pcap) and the analysis
  * state machine (dnsstats.Analyser.add/_query/_response/_sweep/_syn) are nearly all of
@@ -17,9 +17,15 @@
  * with their offset and numbers; the caller builds the same exception text. At the end it
  * runs Analyser.result's final sweep itself, so the exported pending table is empty.
  *
- * What it refuses (raises Fallback before using any record; the caller re-reads the
- * stream with the Python path): anything that is not a classic pcap with a whole global
- * header and a supported link type -- pcapng, unknown magic, short files.
+ * pcapng (pcapread._pcapng): section headers in either byte order, interface description
+ * blocks (link type, snap length, if_tsresol; at most MAX_IFACES per section), enhanced,
+ * simple and obsolete packet blocks; other blocks are skipped.
+ *
+ * What it refuses (raises Fallback; the caller re-reads the stream from its start with the
+ * Python path): a classic pcap without a whole global header or with an unsupported link
+ * type, an unknown magic, short files; in pcapng every block the Python path reports as a
+ * CaptureError (cut, corrupt, length mismatch) or reads otherwise (an unsupported link
+ * type, too many interfaces), wherever it is in the file.
  *
  * Hostile input: every read is checked against the record (or message) it reads; names
  * are followed without recursion, at most 16 pointer hops and 255 bytes; every table is
