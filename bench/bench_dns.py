@@ -110,6 +110,44 @@ def run(quick: bool = False) -> list[dict]:
     return rows
 
 
+def _count(argv: list[str]) -> int:
+    """Lines a peer prints (one per matching packet)."""
+    out = subprocess.run(argv, capture_output=True, check=True).stdout
+    return out.count(b"\n")
+
+
+def _pcapng_rows(path: str, base: str, tmp: str, env: dict, n: int) -> list[dict]:
+    """The same capture as a user saves it: pcapng written by ``editcap -F pcapng`` (the
+    Wireshark suite), read by ours, tcpdump and tshark; the DNS packet counts are compared."""
+    from common import measure_pair
+
+    if not shutil.which("editcap"):
+        return [{"name": f"{base} as pcapng", "ours_s": None, "peer": None, "peer_s": None,
+                 "ours_rss_mb": None, "peer_rss_mb": None, "note": "editcap not installed"}]
+    ng = path + "ng"
+    subprocess.run(["editcap", "-F", "pcapng", path, ng], check=True, capture_output=True)
+    with open(ng, "rb") as fh:
+        assert fh.read(4) == b"\x0a\x0d\x0d\x0a", "editcap did not write pcapng"
+    argv = [sys.executable, "-c", OURS, ng]
+    ours_out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
+    dns = int(ours_out.split()[1])
+    rows = []
+    for tool, peer in (("tcpdump", ["tcpdump", "-n", "-r", ng, "udp", "port", "53"]),
+                       ("tshark", ["tshark", "-r", ng, "-Y", "dns"])):
+        if not shutil.which(tool):
+            continue
+        lines = _count(peer)
+        ours, theirs, ratio = measure_pair(argv, peer, n, env=env, stdout_dir=tmp)
+        rows.append({"name": f"{base} as pcapng (editcap -F pcapng), .pyc warm",
+                     "ours_s": round(ours[0], 3),
+                     "peer": " ".join(a if a != ng else "FILE" for a in peer),
+                     "peer_s": round(theirs[0], 3), "ratio": ratio,
+                     "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": round(theirs[1], 1),
+                     "note": f"ours/{tool} time {1 / ratio:.2f}; DNS packets: ours {dns:,}, "
+                             f"{tool} {lines:,}" + ("" if dns == lines else " (DIFFER)")})
+    return rows
+
+
 def _run_size(packets: int) -> list[dict]:
     tmp = tempfile.mkdtemp(prefix="bench-dns-")
     path = os.path.join(tmp, "load.pcap")
@@ -163,6 +201,7 @@ def _run_size(packets: int) -> list[dict]:
                      "peer_rss_mb": round(peer[1], 1),
                      "note": f"the C scanner (doctor/_dnsscan.c) vs the Python path; C/Python "
                              f"time {1 / ratio:.2f}"})
+        rows += _pcapng_rows(path, base, tmp, c_env, n)
         if len(rows) == 1:
             ours = measure(ours_argv, n, env=c_env)
             rows.insert(0, {"name": name, "ours_s": round(ours[0], 3), "peer": None,

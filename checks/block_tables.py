@@ -24,9 +24,7 @@ groups are checked for sharing: sliding-window and mamba groups drop blocks sile
 
 from __future__ import annotations
 
-from collections import Counter, deque
-from itertools import compress, count, repeat
-from operator import add as _plus, eq, not_
+from collections import Counter
 from typing import Iterable, Iterator
 
 from ascend_doctor.i18n import N_, T, join
@@ -34,7 +32,7 @@ from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.block_audit import (BadLine, BlockAuditLog, Disabled, Header, Record,
                                        StepV0, StepV1)
 from ascend_doctor.registry import check
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 KB = "ASC-KV-001"
 MAX_EXAMPLES = 20
@@ -121,15 +119,10 @@ class Replay:
         self.tables: dict[str, list[list[int]]] = {}
         self.partial: set[str] = set()  # first seen appending: its earlier blocks unknown
         self.parked: set[str] = set()  # unscheduled, when frees are not tracked
-        # block → holders: (req, group, index) while one request holds it once (most blocks:
-        # no dict and list per block), else {req: [(group, index), ...]} in arrival order
-        self.owners: dict[int, tuple | dict[str, list[tuple[int, int | None]]]] = {}
+        self.owners: dict[int, dict[str, list[tuple[int, int | None]]]] = {}  # block → holders
         self.tokens: dict[str, int] = {}
         self._step_hits: set[tuple[int, str]] = set()  # (block, request) hits in this step
         self._nblocks = hdr.num_gpu_blocks if hdr else None
-        # the inline paths take ids in (0, _hi); any other id goes through _add (without
-        # num_gpu_blocks every id is in range there, even past this stand-in bound)
-        self._hi = self._nblocks if self._nblocks is not None else 1 << 62
         self._bs = hdr.block_size if hdr and hdr.block_size else None
         self._prefix = bool(hdr and hdr.prefix_caching)
         groups = hdr.groups if hdr else ()
@@ -181,10 +174,8 @@ class Replay:
             self._step_hits.add((b, req))
         holders = self.owners.get(b)
         if holders is None:
-            self.owners[b] = (req, g, idx)
+            self.owners[b] = {req: [(g, idx)]}
             return
-        if type(holders) is tuple:  # a second holder or position: the general form
-            holders = self.owners[b] = {holders[0]: [holders[1:]]}
         kind = None
         mine = holders.get(req)
         if mine:
@@ -241,43 +232,15 @@ class Replay:
             return False
         return all((b, r2) in self._step_hits for r2 in holders)
 
-    def _fresh_run(self, req: str, g: int, ids: "tuple[int, ...] | list[int]",
-                   first: int | None) -> bool:
-        """Fresh ids of a checked group, claimed at once when _add would only record them:
-        all in range and not null, none held, none twice. ``first`` is the index of ids[0]
-        (None: unknown). False: nothing done, go id by id (short runs too)."""
-        owners = self.owners
-        if (len(ids) < 4 or min(ids) <= 0 or max(ids) >= self._hi
-                or not owners.keys().isdisjoint(ids) or len(set(ids)) != len(ids)):
-            return False
-        owners.update(zip(ids, zip(repeat(req), repeat(g),
-                                   repeat(None) if first is None else count(first))))
-        return True
-
     def _drop(self, req: str) -> None:
         owners = self.owners
-        partial = req in self.partial
         for g, ids in enumerate(self.tables.get(req, ())):
-            # held by req alone: the compact holder _set_table/_append wrote for this very
-            # position; those go at C speed, the rest (shared, null, out of range) one by one
-            alone = list(map(eq, map(owners.get, ids),
-                             zip(repeat(req), repeat(g), repeat(None) if partial else count())))
-            deque(map(owners.pop, compress(ids, alone), repeat(None)), 0)
-            for b in compress(ids, map(not_, alone)):
+            for b in ids:
                 hs = owners.get(b)
-                if hs is None:
-                    continue
-                if type(hs) is tuple:
-                    if hs[0] == req and hs[1] == g:
-                        del owners[b]
+                if not hs:
                     continue
                 mine = hs.get(req)
                 if not mine:
-                    continue
-                if len(mine) == 1 and mine[0][0] == g:  # its one position here
-                    del hs[req]
-                    if not hs:
-                        del owners[b]
                     continue
                 for k, pos in enumerate(mine):
                     if pos[0] == g:
@@ -305,55 +268,12 @@ class Replay:
         self.parked.discard(req)
         self.partial.discard(req)
         table = []
-        owners, hits, hi, add = self.owners, self._step_hits, self._hi, self._add
-        prefix, bs, tokens, split = self._prefix, self._bs, self.tokens, self.split
-        shares = 0
         for g, ids in enumerate(groups):
-            phys = ids if split == 1 else self._physical(ids, req, st)
-            table.append(list(phys))
-            n = len(phys)
-            k = n if hit_blocks is None else min(max(hit_blocks, 0), n)  # phys[k:] are fresh
-            if g and not self._group_checked(g):
-                for i, b in enumerate(phys):
-                    add(req, g, i, b, i >= k, st)
-                continue
-            # inline: the outcomes of _add that record no violation (a free block, a valid
-            # prefix share); anything else goes through _add itself
-            for i in range(k):  # prefix-cache hits
-                b = phys[i]
-                if 0 < b < hi:
-                    h = owners.get(b)
-                    if h is None:
-                        hits.add((b, req))
-                        owners[b] = (req, g, i)
-                        continue
-                    if prefix:  # held: a share if the first holder has it here, full
-                        if type(h) is tuple:
-                            r2, g2, i2 = h
-                            other = r2 != req
-                        else:
-                            other = req not in h
-                            if other:
-                                r2, pos = next(iter(h.items()))
-                                g2, i2 = pos[0]
-                        if (other and g2 == g and (i2 is None or i2 == i)
-                                and (not bs or (t := tokens.get(r2)) is None or t // bs > i)):
-                            hits.add((b, req))
-                            shares += 1
-                            if type(h) is tuple:
-                                owners[b] = {r2: [(g2, i2)], req: [(g, i)]}
-                            else:
-                                h[req] = [(g, i)]
-                            continue
-                add(req, g, i, b, False, st)
-            if k < n and not self._fresh_run(req, g, phys[k:], k):
-                for i in range(k, n):
-                    b = phys[i]
-                    if 0 < b < hi and b not in owners:
-                        owners[b] = (req, g, i)
-                    else:
-                        add(req, g, i, b, True, st)
-        self.r.shares += shares
+            phys = self._physical(ids, req, st)
+            table.append([])
+            for i, b in enumerate(phys):
+                self._add(req, g, i, b, hit_blocks is not None and i >= hit_blocks, st)
+                table[g].append(b)
         self.tables[req] = table
         self._note(req)
 
@@ -371,22 +291,11 @@ class Replay:
                     self._add(req, g, None if req in self.partial else i, b, False, st)
         while len(table) < len(groups):
             table.append([])
-        partial = req in self.partial
-        owners, hi, add = self.owners, self._hi, self._add
-        split = self.split
         for g, ids in enumerate(groups):
-            phys = ids if split == 1 else self._physical(ids, req, st)
-            mine = table[g]
-            base = len(mine)
-            checked = not g or self._group_checked(g)
-            if not (checked and self._fresh_run(req, g, phys, None if partial else base)):
-                for k, b in enumerate(phys):
-                    idx = None if partial else base + k
-                    if checked and 0 < b < hi and b not in owners:  # as _add, fresh
-                        owners[b] = (req, g, idx)
-                    else:
-                        add(req, g, idx, b, True, st)
-            mine.extend(phys)
+            for b in self._physical(ids, req, st):
+                idx = None if req in self.partial else len(table[g])
+                self._add(req, g, idx, b, True, st)
+                table[g].append(b)
 
     def _note(self, req: str) -> None:
         if req not in self._seen:
@@ -396,10 +305,7 @@ class Replay:
     # -- records ----------------------------------------------------------------------------
     def feed(self, rec: Record) -> None:
         r = self.r
-        if type(rec) is StepV1:  # nearly every record
-            r.engines.add("v1")
-            self._step_v1(rec)
-        elif isinstance(rec, BadLine):
+        if isinstance(rec, BadLine):
             r.bad_lines += 1
             if rec.truncated:
                 r.truncated_at = rec.line
@@ -431,20 +337,13 @@ class Replay:
         for n in st.new:  # tokens first: a share is judged against what is filled by now
             if n.computed is not None:
                 tokens[n.req_id] = n.computed + tget(n.req_id, 0)
-        if None in cols.computed:
-            tokens.update({rid: c + tget(rid, 0) for rid, c in zip(cols.ids, cols.computed)
-                           if c is not None})
-        else:
-            tokens.update(zip(cols.ids, map(_plus, cols.computed, map(tget, cols.ids, repeat(0)))))
+        tokens.update({rid: c + tget(rid, 0) for rid, c in zip(cols.ids, cols.computed)
+                       if c is not None})
         for n in st.new:
             hits = (n.computed // bs if bs and n.computed is not None else None)
             self._set_table(n.req_id, n.blocks, hits, st)
         tables, parked = self.tables, self.parked
-        nb = cols.blocks
-        if (nb.count(None) == len(nb) and all(map(tables.__contains__, cols.ids))
-                and parked.isdisjoint(cols.ids)):
-            nb = ()  # no new ids, all known and live: nothing to do for the cached requests
-        for rid, resumed, blocks, computed in zip(cols.ids, cols.resumed, nb, cols.computed):
+        for rid, resumed, blocks, computed in zip(*cols):
             if blocks is None:  # nothing new: only unknown or parked requests need work
                 if rid not in tables:
                     tables[rid] = []

@@ -8,8 +8,6 @@ from packaging.version import InvalidVersion, Version
 
 from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
-# not packaging.markers / packaging.utils: they import packaging.tags (11-16 ms)
-from ascend_doctor.pep508 import canonicalize_name, default_environment
 from ascend_doctor.probes.kbfact import Knowledge
 from ascend_doctor.probes.packages import WATCHED, Packages, requirements_of
 from ascend_doctor.registry import check
@@ -19,6 +17,8 @@ PINNED_BY = ("vllm-ascend", "vllm", "torch-npu", "torch", "triton-ascend")
 
 
 def _marker_env(pkgs: Packages) -> dict[str, str]:
+    from packaging.markers import default_environment  # with packaging.tags: only when run
+
     env = dict(default_environment())
     if pkgs.python:
         env["python_version"] = ".".join(pkgs.python.split(".")[:2])
@@ -30,6 +30,8 @@ def _marker_env(pkgs: Packages) -> dict[str, str]:
 def pkg_key(name: str, version: str) -> str:
     """Cause key "this installed package version is not the one the stack pins": every pin
     and matrix line broken by the same installed torch is one problem."""
+    from packaging.utils import canonicalize_name
+
     return f"versions.pkg:{canonicalize_name(name)}=={version}"
 
 
@@ -41,6 +43,8 @@ def cann_key(toolkit: str) -> str:
 @check("versions.pins", title="Installed packages satisfy the serving stack's own pins",
        category=Category.VERSIONS, tags=("versions", "packages"))
 def pins(pkgs: Packages) -> Iterator[Finding]:
+    from packaging.utils import canonicalize_name
+
     env = _marker_env(pkgs)
     found = {n: pkgs.version(n) for n in WATCHED if pkgs.version(n)}
     broken = 0

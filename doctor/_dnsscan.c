@@ -1,4 +1,4 @@
-/* The classic-pcap DNS analysis of doctor/probes/dnsstats.py, in C.
+/* The pcap / pcapng DNS analysis of doctor/probes/dnsstats.py, in C.
  *
  * Why: on a 10^6-packet capture the Python record walk (pcapread._pcap) and the analysis
  * state machine (dnsstats.Analyser.add/_query/_response/_sweep/_syn) are nearly all of
@@ -17,9 +17,15 @@
  * with their offset and numbers; the caller builds the same exception text. At the end it
  * runs Analyser.result's final sweep itself, so the exported pending table is empty.
  *
- * What it refuses (raises Fallback before using any record; the caller re-reads the
- * stream with the Python path): anything that is not a classic pcap with a whole global
- * header and a supported link type -- pcapng, unknown magic, short files.
+ * pcapng (pcapread._pcapng): section headers in either byte order, interface description
+ * blocks (link type, snap length, if_tsresol; at most MAX_IFACES per section), enhanced,
+ * simple and obsolete packet blocks; other blocks are skipped.
+ *
+ * What it refuses (raises Fallback; the caller re-reads the stream from its start with the
+ * Python path): a classic pcap without a whole global header or with an unsupported link
+ * type, an unknown magic, short files; in pcapng every block the Python path reports as a
+ * CaptureError (cut, corrupt, length mismatch) or reads otherwise (an unsupported link
+ * type, too many interfaces), wherever it is in the file.
  *
  * Hostile input: every read is checked against the record (or message) it reads; names
  * are followed without recursion, at most 16 pointer hops and 255 bytes; every table is
@@ -31,6 +37,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 
 /* the bounds of pcapread.py / dnswire.py / dnsstats.py (the tests compare them) */
 #define MAX_CAPLEN (1 << 18)
@@ -45,6 +52,7 @@
 #define WINDOW_S 1.0
 #define TIMEOUT_S 5.0
 #define PAIR_S 0.5
+#define MAX_IFACES 64 /* pcapng interfaces per section (more: the Python path reads it) */
 #define NAME_BUF 1024 /* a name: <= 255 label bytes, each <= 3 bytes of UTF-8 */
 
 static PyObject *Fallback;
@@ -360,7 +368,13 @@ typedef struct {
     int state; /* 0: global header not read, 1: records, 2: finished, 3: broken */
     int big;
     double unit;
-    uint32_t linktype;
+    uint32_t linktype; /* classic pcap: the file's; pcapng: the current packet's interface */
+    int ng;            /* pcapng: blocks instead of records */
+    size_t nifaces;    /* pcapng: interfaces of the current section */
+    uint32_t if_lt[MAX_IFACES], if_snap[MAX_IFACES];
+    double if_unit[MAX_IFACES];
+    size_t nlts;       /* pcapng: every interface link type seen (CaptureStats.linktypes) */
+    uint32_t lts[MAX_IFACES];
     int any_port;
     unsigned char ports[8192]; /* bit p: port p is a service port */
     uint64_t key[2];
@@ -998,6 +1012,10 @@ static int add(Scanner *s, const Pkt *p, double ts) {
 /* -- the record loop -------------------------------------------------------------------- */
 static int header(Scanner *s, const unsigned char *b, Py_ssize_t have, int final) {
     /* 1: read (24 bytes used), 0: need more, -1: Fallback raised */
+    if (have >= 4 && !memcmp(b, "\x0a\x0d\x0d\x0a", 4)) {
+        s->ng = 1; /* pcapng: the section header is the first block */
+        return 1;
+    }
     if (have >= 4) {
         if (!memcmp(b, "\xd4\xc3\xb2\xa1", 4) || !memcmp(b, "\x4d\x3c\xb2\xa1", 4))
             s->big = 0;
@@ -1033,6 +1051,142 @@ static void finish(Scanner *s, int64_t bytes) {
     s->state = 2;
 }
 
+/* -- pcapng (pcapread._pcapng) ----------------------------------------------------------- */
+static int refuse_ng(const char *why) {
+    PyErr_SetString(Fallback, why);
+    return -1;
+}
+
+/* IDB option if_tsresol (code 9): 10^-v, or 2^-v with the high bit; else 1e-6 (_tsresol) */
+static double tsresol(const unsigned char *o, Py_ssize_t n, int big) {
+    Py_ssize_t i = 0;
+    while (i + 4 <= n) {
+        unsigned code = big ? be16(o + i) : (unsigned)(o[i] | (o[i + 1] << 8));
+        unsigned len = big ? be16(o + i + 2) : (unsigned)(o[i + 2] | (o[i + 3] << 8));
+        if (code == 0)
+            break;
+        if (code == 9 && len >= 1 && i + 5 <= n) {
+            unsigned v = o[i + 4];
+            /* Python's float ** float is C pow on the same doubles */
+            return v & 0x80 ? pow(2.0, -(double)(v & 0x7F)) : pow(10.0, -(double)v);
+        }
+        i += 4 + (((Py_ssize_t)len + 3) & ~(Py_ssize_t)3);
+    }
+    return 1e-6;
+}
+
+static int supported(uint32_t lt) {
+    switch (lt) {
+    case 0: case 1: case 101: case 108: case 113: case 228: case 229: case 276: case 12: case 14:
+        return 1;
+    }
+    return 0;
+}
+
+/* one packet of interface i (its frame f of n bytes) at ts */
+static int ng_packet(Scanner *s, size_t i, const unsigned char *f, Py_ssize_t n, double ts) {
+    s->records++;
+    s->linktype = s->if_lt[i];
+    Pkt p;
+    if (dispatch(s, f, n, &p) < 0)
+        return 0;
+    s->kept++;
+    return add(s, &p, ts);
+}
+
+/* The blocks from *pos: 0 (stopped for more bytes, or finished), -1 (an exception is set:
+ * Fallback for anything the Python path reports as a CaptureError or reads otherwise --
+ * a cut or corrupt block, an unknown link type, too many interfaces -- so it re-reads). */
+static int ng_blocks(Scanner *s, const unsigned char *b, Py_ssize_t have, int final,
+                     Py_ssize_t *pos) {
+    for (;;) {
+        Py_ssize_t left = have - *pos;
+        int64_t at = s->consumed + *pos;
+        if (left < 12) {
+            if (!final)
+                return 0;
+            if (left)
+                return refuse_ng("truncated pcapng block header");
+            finish(s, at);
+            return 0;
+        }
+        const unsigned char *r = b + *pos;
+        if (!memcmp(r, "\x0a\x0d\x0d\x0a", 4)) { /* section header: byte order, new ifaces */
+            if (!memcmp(r + 8, "\x4d\x3c\x2b\x1a", 4))
+                s->big = 0;
+            else if (!memcmp(r + 8, "\x1a\x2b\x3c\x4d", 4))
+                s->big = 1;
+            else
+                return refuse_ng("bad pcapng byte-order magic");
+            s->nifaces = 0;
+        }
+        uint32_t btype = rd32(r, s->big), blen = rd32(r + 4, s->big);
+        if (blen < 12 || blen % 4 || blen > MAX_CAPLEN + 4096)
+            return refuse_ng("corrupt pcapng block length");
+        if (left < (Py_ssize_t)blen) {
+            if (!final)
+                return 0;
+            return refuse_ng("truncated pcapng block");
+        }
+        if (rd32(r + blen - 4, s->big) != blen)
+            return refuse_ng("pcapng block length mismatch");
+        const unsigned char *body = r + 8;
+        Py_ssize_t blen_body = (Py_ssize_t)blen - 12;
+        *pos += blen;
+        if (btype == 6) { /* enhanced packet block */
+            if (blen_body < 20)
+                return refuse_ng("short enhanced packet block");
+            uint32_t ifid = rd32(body, s->big), caplen = rd32(body + 12, s->big);
+            if (caplen > (uint32_t)(blen_body - 20) || ifid >= s->nifaces)
+                return refuse_ng("corrupt enhanced packet block");
+            uint64_t t = ((uint64_t)rd32(body + 4, s->big) << 32) | rd32(body + 8, s->big);
+            volatile double ts = (double)t * s->if_unit[ifid]; /* as Python: int * float */
+            if (ng_packet(s, ifid, body + 20, (Py_ssize_t)caplen, ts) < 0)
+                return -1;
+        } else if (btype == 3) { /* simple packet block: interface 0, no timestamp */
+            if (!s->nifaces || blen_body < 4)
+                return refuse_ng("simple packet block before any interface");
+            uint32_t orig = rd32(body, s->big), snap = s->if_snap[0];
+            uint32_t caplen = orig;
+            if (snap && snap < caplen)
+                caplen = snap;
+            if ((uint32_t)(blen_body - 4) < caplen)
+                caplen = (uint32_t)(blen_body - 4);
+            if (ng_packet(s, 0, body + 4, (Py_ssize_t)caplen, 0.0) < 0)
+                return -1;
+        } else if (btype == 2) { /* obsolete packet block */
+            if (blen_body < 20)
+                return refuse_ng("short packet block");
+            unsigned ifid = s->big ? be16(body) : (unsigned)(body[0] | (body[1] << 8));
+            uint32_t caplen = rd32(body + 12, s->big);
+            if (ifid >= s->nifaces || caplen > (uint32_t)(blen_body - 20))
+                return refuse_ng("corrupt packet block");
+            uint64_t t = ((uint64_t)rd32(body + 4, s->big) << 32) | rd32(body + 8, s->big);
+            volatile double ts = (double)t * s->if_unit[ifid];
+            if (ng_packet(s, ifid, body + 20, (Py_ssize_t)caplen, ts) < 0)
+                return -1;
+        } else if (btype == 1) { /* interface description block */
+            if (blen_body < 8)
+                return refuse_ng("short interface description block");
+            uint32_t lt = s->big ? be16(body) : (uint32_t)(body[0] | (body[1] << 8));
+            if (!supported(lt) || s->nifaces >= MAX_IFACES)
+                return refuse_ng("pcapng interface the scanner leaves to Python");
+            size_t k = 0;
+            while (k < s->nlts && s->lts[k] != lt)
+                k++;
+            if (k == s->nlts) {
+                if (s->nlts >= MAX_IFACES)
+                    return refuse_ng("too many pcapng link types");
+                s->lts[s->nlts++] = lt;
+            }
+            s->if_lt[s->nifaces] = lt;
+            s->if_snap[s->nifaces] = rd32(body + 4, s->big);
+            s->if_unit[s->nifaces] = tsresol(body + 8, blen_body - 8, s->big);
+            s->nifaces++;
+        } /* other blocks (name resolution, statistics, custom) are skipped */
+    }
+}
+
 /* feed(buffer, have, final) -> bytes used (keep the rest), or -1 once finished */
 static PyObject *Scanner_feed(Scanner *s, PyObject *args) {
     Py_buffer view;
@@ -1060,9 +1214,14 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args) {
             goto out;
         }
         s->state = 1;
-        pos = 24;
+        pos = s->ng ? 0 : 24;
     }
-    for (;;) {
+    if (s->ng) {
+        if (ng_blocks(s, b, have, final, &pos) < 0) {
+            s->state = 3;
+            goto out;
+        }
+    } else for (;;) {
         Py_ssize_t left = have - pos;
         int64_t at = s->consumed + pos;
         if (left < 16) {
@@ -1264,6 +1423,20 @@ static PyObject *Scanner_result(Scanner *s, PyObject *noargs) {
                         (long long)s->malformed, "syns", (long long)s->syns, "dropped_clients",
                         (long long)s->dropped_clients, "rng", (unsigned long long)s->rng,
                         "next_sweep", s->next_sweep, "clients", clients, "addr_names", addrs);
+    if (out) { /* pcapng: every interface's link type, in the order first seen */
+        PyObject *lts = PyList_New(0), *fmt = PyUnicode_FromString(s->ng ? "pcapng" : "pcap");
+        int bad = !lts || !fmt;
+        for (size_t i = 0; !bad && i < (s->ng ? s->nlts : 1); i++) {
+            PyObject *v = PyLong_FromUnsignedLong(s->ng ? s->lts[i] : s->linktype);
+            bad = !v || PyList_Append(lts, v) < 0;
+            Py_XDECREF(v);
+        }
+        if (bad || PyDict_SetItemString(out, "format", fmt) < 0
+                || PyDict_SetItemString(out, "linktypes", lts) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(lts);
+        Py_XDECREF(fmt);
+    }
 done:
     Py_XDECREF(err);
     Py_XDECREF(clients);

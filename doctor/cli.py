@@ -6,40 +6,18 @@ them, so ``check --json`` starts fast.
 
 from __future__ import annotations
 
-import atexit
-import gc
+import os
+import shlex
+import sys
+from typing import Any
 
-# The youngest generation is examined every 700 new container objects by default; loading
-# the CLI and the checks and running them makes ~100k and almost no cycles, so those passes
-# found nothing and cost ~5 ms of `demo --json`. Every 10 000 keeps cyclic garbage as
-# bounded (a few MiB at most) at a fourteenth of the passes; the TUI and exporter too.
-# Set before the imports below, which make most of those objects.
-gc.set_threshold(10_000, *gc.get_threshold()[1:])
+import click
 
-# Compiled regexes from the user cache (doctor/recache.py), installed before the imports
-# below compile theirs: parsing and compiling ~200 patterns was ~5 % of every run.
-from . import recache  # noqa: E402
-
-recache.install()
-
-import os  # noqa: E402
-import shlex  # noqa: E402
-import sys  # noqa: E402
-from typing import Any  # noqa: E402
-
-import click  # noqa: E402
-
-from . import __version__  # noqa: E402
-from .cli_common import _die, build_options, default_lang, input_options  # noqa: E402
-from .i18n import Msg, T, tr, tt  # noqa: E402
-from .errors import DoctorError, SourceError, SourceMissing, UsageError  # noqa: E402
-from .opening import demo_host, open_host  # noqa: F401,E402  (tests open hosts through the CLI)
-
-# At exit the interpreter's last collections walk every object a run made (~20 ms after
-# `demo --json`, 8 % of it); moved to the permanent generation they are skipped, and the
-# process frees its memory anyway. Output is flushed before this; files are closed by
-# `with` blocks, not by collection.
-atexit.register(gc.freeze)
+from . import __version__
+from .cli_common import _die, build_options, default_lang, input_options
+from .i18n import Msg, T, tr, tt
+from .errors import DoctorError, SourceError, SourceMissing, UsageError
+from .opening import demo_host, open_host  # noqa: F401  (tests open hosts through the CLI)
 
 
 def emit(report, *, as_json: bool, junit: str | None, markdown: bool, lang: str,

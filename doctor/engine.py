@@ -21,7 +21,7 @@ from .host import Host
 from .i18n import Msg, T
 from .model import CheckResult, Finding, Report
 from .options import RunOptions
-from .record import dataclass
+from dataclasses import dataclass
 from .registry import CheckSpec, Registry
 
 DEFAULT_TIMEOUT = 10.0

@@ -15,7 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .model import Report, Severity, Status
-from .record import dataclass
+from dataclasses import dataclass
 
 HBM_DEGRADED_RATIO = 0.90  # ≥ this share of an NPU's HBM in use is "degraded"
 TEMP_DEGRADED_C = 85  # above this, degraded

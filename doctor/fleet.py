@@ -17,7 +17,7 @@ from .cancel import Cancelled
 from .facts import FactStore
 from .i18n import Msg, T
 from .model import Category, Finding, Report, Status
-from .record import dataclass, field
+from dataclasses import dataclass, field
 from .registry import CheckSpec, Registry
 
 SNAPSHOT_CHECK = "fleet.snapshot"

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from .catalog import DOMAIN
-from .record import dataclass, field
+from dataclasses import dataclass, field
 
 # function name -> index of the msgid argument (xgettext's --keyword=name:argnum)
 KEYWORDS: dict[str, tuple[int, ...]] = {"T": (0,), "N_": (0,), "tr": (0,), "tt": (1,),
@@ -187,8 +187,14 @@ POT_HEADER = ("Project-Id-Version: ascend-doctor\n"
               "Content-Transfer-Encoding: 8bit\n")
 
 
+def _files(refs: list[str]) -> str:
+    """The ``#:`` line of a msgid: the files it is in, without line numbers (xgettext's
+    --add-location=file), so the committed catalog changes only when a message does."""
+    return "#: " + " ".join(dict.fromkeys(r.rsplit(":", 1)[0] for r in refs))
+
+
 def write_pot(found: dict[str, list[str]]) -> str:
-    entries = {m: Entry(m, "", False, ["#: " + " ".join(refs[:4])]) for m, refs in found.items()}
+    entries = {m: Entry(m, "", False, [_files(refs)]) for m, refs in found.items()}
     return write_po(entries, POT_HEADER)
 
 
@@ -224,6 +230,10 @@ def problems(found: dict[str, list[str]] | None = None) -> list[str]:
     """What keeps the catalogs from being complete, one line each (empty when all is well)."""
     found = extract() if found is None else found
     out: list[str] = []
+    pot = LOCALE / f"{DOMAIN}.pot"
+    if not pot.exists() or pot.read_text(encoding="utf-8") != write_pot(found):
+        out.append(f"{pot.relative_to(PKG).as_posix()}: not what extract writes from the "
+                   "sources (run extract, update, translate, compile)")
     for po in po_files():
         rel = po.relative_to(PKG).as_posix()
         entries = parse_po(po.read_text(encoding="utf-8"), rel)
@@ -261,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             entries = parse_po(po.read_text(encoding="utf-8"), str(po))
             header = entries.pop("", Entry("", POT_HEADER)).msgstr
             for msgid, refs in found.items():
-                entries.setdefault(msgid, Entry(msgid)).comments = ["#: " + " ".join(refs[:4])]
+                entries.setdefault(msgid, Entry(msgid)).comments = [_files(refs)]
             po.write_text(write_po(entries, header), encoding="utf-8")
             print(f"updated {po}")
         return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Mapping
 
-from .record import dataclass, field
+from dataclasses import dataclass, field
 
 
 class Status(str, enum.Enum):

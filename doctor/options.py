@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from .record import dataclass, field
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)

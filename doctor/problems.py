@@ -22,7 +22,7 @@ from . import ranking
 from .i18n import tr, tt
 from .model import CheckResult, Finding, Report, Severity, Status
 from .model import worst as worst_status
-from .record import dataclass, field
+from dataclasses import dataclass, field
 
 Pair = tuple[CheckResult, Finding]
 

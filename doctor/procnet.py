@@ -7,7 +7,7 @@ import struct
 # the C module alone: socket.py's enum set-up costs ~4 ms of a run that only needs this
 from _socket import AF_INET, AF_INET6, inet_ntop
 
-from .record import dataclass
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, eq=False)

@@ -151,14 +151,6 @@ def redact_text(text: str) -> str:
     Linear in len(text); text longer than MAX_TEXT is cut (with a marker) first. A long
     text is redacted line by line, only on the lines that hold a hint (_redact_dirty_lines).
     """
-    if len(text) <= _MEMO_MAX_LEN:
-        done = _MEMO.get(text, _MISS)
-        if done is _MISS:
-            out = _redact_text_plain(text)
-            if len(_MEMO) >= _MEMO_MAX:
-                _MEMO.clear()
-            done = _MEMO[text] = None if out == text else out
-        return text if done is None else done  # unchanged: the very object (a Msg stays one)
     if len(text) <= _GATE_MIN or ("-----BEGIN" in text and _PEM_BEGIN.search(text)):
         return _redact_text_plain(text)
     tail = ""
@@ -171,13 +163,6 @@ def redact_text(text: str) -> str:
 
 
 _GATE_MIN = 4096  # below this the hint scan costs more than the patterns
-# Short texts already redacted: the result (None when unchanged). A report repeats its
-# paths, subjects and causes: the demo's 786 strings are 375 distinct, and the patterns
-# were ~10 ms of `demo --json`. Bounded: at most _MEMO_MAX texts of _MEMO_MAX_LEN chars.
-_MEMO: dict[str, "str | None"] = {}
-_MEMO_MAX = 4096
-_MEMO_MAX_LEN = 512
-_MISS = object()
 
 
 def _redact_text_plain(text: str) -> str:
@@ -190,7 +175,8 @@ def _redact_text_plain(text: str) -> str:
         text = text[:MAX_TEXT]
     if "-----BEGIN" in text:
         text = _redact_pem(text)
-    return _pipeline(text) + tail
+    out = _pipeline(text)
+    return out + tail if tail else out  # unchanged: the very object (a Msg stays one)
 
 
 # Every pattern of _patterns needs one of these inside its match: "=", ":", "@", "-", a

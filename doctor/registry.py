@@ -8,7 +8,6 @@ those specs, so a test can build a fresh Registry with exactly the checks it wan
 from __future__ import annotations
 
 import importlib
-import re
 import pkgutil
 import typing
 from typing import Any, Callable, Iterable
@@ -16,7 +15,7 @@ from typing import Any, Callable, Iterable
 from .errors import UsageError
 from .model import Category, Severity
 from .i18n import T
-from .record import dataclass, field
+from dataclasses import dataclass, field
 
 ENTRY_POINT_GROUP = "ascend_doctor.checks"
 _CHECK_ATTR = "__ascend_doctor_check__"
@@ -144,21 +143,12 @@ class Registry:
     @classmethod
     def discover(cls, plugins: bool = True, only: Iterable[str] = (),
                  skip: Iterable[str] = ()) -> "Registry":
-        """Every built-in check and provider; with ``only``, just the modules those checks
-        and the facts they need live in (found by reading the sources, see ``_SourceIndex``),
-        so ``check --only X`` imports only what X needs."""
+        """Every built-in check and provider (``only`` and ``skip`` are applied by ``select``;
+        accepted here for the callers that pass them)."""
         reg = cls()
-        only = list(only)
         found = list_plugins() if plugins else []
-        # a plugin's check may share a tag with built-in ones and need any provider: all then
-        index = _SourceIndex.build() if only and not found else None
-        modules = index.modules_for(only, list(skip)) if index else None
-        if modules is None:
-            reg.add_package("ascend_doctor.probes")
-            reg.add_package("ascend_doctor.checks")
-        else:
-            for name in modules:
-                reg.add_module(importlib.import_module(name))
+        reg.add_package("ascend_doctor.probes")
+        reg.add_package("ascend_doctor.checks")
         reg.plugins = found
         return reg
 
@@ -257,101 +247,3 @@ def _may_declare_plugins() -> bool:
             except OSError:
                 return True  # unreadable: let importlib.metadata decide
     return False
-
-
-# @check("id", title=..., category=Category.X, tags=(...)) right above its def;
-# @provider above "def gather_x(...) -> Fact:" (the return annotation names the fact)
-_CHECK_RX = re.compile(
-    r'^@check\(\s*"([^"]+)"(.*?)\)\s*\n(?:@.*\n)*(?:async\s+)?def\s', re.M | re.S)
-_PROVIDER_RX = re.compile(
-    r"^@provider\s*\n(?:@.*\n)*def\s+\w+\s*\(.*?\)\s*->\s*([^:]+?)\s*:\s*$",
-    re.M | re.S)
-
-
-class _SourceIndex:
-    """Which module holds which check, and which provides which fact, read from the sources
-    with ``ast`` (no import). Only a selection uses it; anything it cannot read for sure (a
-    check id that is not a literal, an unknown word) sends the caller back to importing all.
-    A module's facts are over-approximated: every name it mentions that some provider
-    returns (``facts.get(Packages)`` inside a check counts too)."""
-
-    def __init__(self) -> None:
-        self.checks: list[tuple[str, tuple[str, ...], str, str]] = []  # id, tags, category, module
-        self.providers: dict[str, set[str]] = {}  # fact type name -> modules providing it
-        self.names: dict[str, set[str]] = {}  # module -> the provided fact names it mentions
-        self._sources: dict[str, str] = {}
-
-    @classmethod
-    def build(cls) -> "_SourceIndex | None":
-        """Read with regular expressions (``ast`` costs more than importing the modules)."""
-        idx = cls()
-        try:
-            for package in ("ascend_doctor.probes", "ascend_doctor.checks"):
-                pkg = importlib.import_module(package)
-                for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-                    if info.name.startswith("_"):
-                        continue
-                    path = getattr(info.module_finder, "path", None)
-                    if path is None:
-                        return None
-                    with open(f"{path}/{info.name}.py", encoding="utf-8") as fh:
-                        if not idx._add(fh.read(), f"{package}.{info.name}"):
-                            return None
-        except (OSError, UnicodeDecodeError, ValueError, KeyError):
-            return None
-        idx._find_names()
-        return idx
-
-    def _find_names(self) -> None:
-        """``names``: per module, the provided fact names it mentions as whole identifiers.
-        The same as every ``\\w+`` of the source kept when some provider returns it, found
-        by a substring test per name, confirmed as a whole identifier, instead of listing
-        every identifier of 400 KB of source (most of the index's cost)."""
-        import re
-
-        whole = {n: re.compile(r"\b" + re.escape(n) + r"\b") for n in self.providers}
-        for mod, src in self._sources.items():
-            self.names[mod] = {n for n, rx in whole.items() if n in src and rx.search(src)}
-        self._sources = {}
-
-    def _add(self, src: str, mod: str) -> bool:
-        import re
-
-        self._sources[mod] = src  # its fact names are found once every provider is known
-        checks = _CHECK_RX.findall(src)
-        if len(checks) != src.count("@check("):
-            return False  # a form the expression does not read: import everything
-        for cid, args in checks:
-            cat = re.search(r"\bcategory=Category\.(\w+)", args)
-            tags = re.search(r"\btags=\(([^)]*)\)", args)
-            if cat is None or ("tags=" in args and tags is None):
-                return False
-            tag_list = tuple(re.findall(r'"([^"]*)"', tags.group(1))) if tags else ()
-            self.checks.append((cid, tag_list, Category[cat.group(1)].value, mod))
-        provided = _PROVIDER_RX.findall(src)
-        if len(provided) != len(re.findall(r"^@provider\b", src, re.M)):
-            return False
-        for ret in provided:
-            for name in re.findall(r"\w+", ret):
-                self.providers.setdefault(name, set()).add(mod)
-        return True
-
-    def modules_for(self, only: list[str], skip: list[str]) -> list[str] | None:
-        """The modules to import for this selection, or None (import everything)."""
-        def match(c: tuple, word: str) -> bool:
-            cid, tags, cat, _ = c
-            return cid == word or cid.startswith(word + ".") or word in tags or cat == word
-
-        if any(not any(match(c, w) for c in self.checks) for w in only + skip):
-            return None  # Registry.select names the unknown word, from the full registry
-        todo = [c[3] for c in self.checks if any(match(c, w) for w in only)
-                and not any(match(c, w) for w in skip)]
-        seen: set[str] = set()
-        while todo:
-            mod = todo.pop()
-            if mod in seen:
-                continue
-            seen.add(mod)
-            for name in self.names.get(mod, ()):
-                todo.extend(self.providers.get(name, ()))
-        return sorted(seen)

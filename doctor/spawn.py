@@ -25,7 +25,7 @@ import sys
 from typing import Iterator, Mapping
 
 from .errors import SourceMissing
-from .record import dataclass
+from dataclasses import dataclass
 
 PR_SET_NO_NEW_PRIVS = 38
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH")

@@ -12,7 +12,7 @@ import pkgutil
 from typing import Any, Callable
 
 from ascend_doctor.i18n import T, tr
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 _RECIPE_ATTR = "__ascend_doctor_recipe__"
 # Chinese titles of recipes whose plan title is not a catalog message yet (the others'

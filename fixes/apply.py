@@ -19,7 +19,7 @@ from ascend_doctor.errors import DoctorError, describe
 from ascend_doctor.host import norm
 from ascend_doctor.i18n import T, join
 
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from .context import FixContext
 from .journal import Journal, JournalError, base_for, overlay_dir
 from .plan import Plan

@@ -9,7 +9,7 @@ from typing import Any
 from ascend_doctor.errors import SourceError, SourceMissing
 from ascend_doctor.host import Host, norm
 from ascend_doctor.options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 
 @dataclass

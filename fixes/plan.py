@@ -8,7 +8,7 @@ import hashlib
 from typing import Any
 
 from ascend_doctor.i18n import T, tr, tt
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 
 def _words(value: Any) -> str:

@@ -14,7 +14,7 @@ import sys
 from typing import Any, Iterable, Mapping
 
 from ..casefold import fold
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 
 def _tomllib() -> Any:

@@ -15,7 +15,7 @@ import re
 from typing import Any, Iterable, Iterator
 
 from ascend_doctor.casefold import fold
-from ..record import dataclass
+from dataclasses import dataclass
 
 WORD = re.compile(r"\w+")
 _SPECIAL = set(".^$*+?{}[]\\|()")

@@ -11,10 +11,7 @@ import threading
 from typing import Any, Mapping
 
 from ..errors import SourceError, SourceMissing
-
-FORMAT = "ascend-doctor-bundle"
-FORMAT_VERSION = 1
-MAX_BLOB = 64 * 1024 * 1024
+from .read import FORMAT, FORMAT_VERSION, MAX_BLOB, load_into  # noqa: F401  (re-exported)
 
 
 def _key(*parts: Any) -> str:
@@ -80,7 +77,6 @@ class BundleData:
     @classmethod
     def load(cls, path_or_bytes: "str | bytes") -> "BundleData":
         """Read a bundle from a path or bytes through the bounded reader (read.py)."""
-        from .read import load_into
         return load_into(cls(), path_or_bytes)
 
 

@@ -10,15 +10,27 @@ import io
 import os
 import stat
 import tarfile
-from typing import TYPE_CHECKING, BinaryIO
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 from .. import boundedjson
 from ..errors import BundleError
 from ..i18n import Msg, T
-from .format import FORMAT, FORMAT_VERSION, MAX_BLOB
 
-if TYPE_CHECKING:
-    from .format import BundleData
+# The format's name and version, and the largest blob (format.py re-exports them: the
+# reader needs them and format.py needs the reader, so they live here, one direction).
+FORMAT = "ascend-doctor-bundle"
+FORMAT_VERSION = 1
+MAX_BLOB = 64 * 1024 * 1024
+
+
+class _Target(Protocol):
+    """What the reader fills (format.BundleData)."""
+    manifest: dict[str, Any]
+    index: dict[str, dict[str, list[Any]]]
+    blobs: dict[str, bytes]
+
+
+_T = TypeVar("_T", bound=_Target)
 
 # Reading bounds (a bundle is hostile input; peak RSS must stay well under 256 MiB).
 MAX_INDEX = 32 * 1024 * 1024        # manifest.json / index.json
@@ -44,7 +56,7 @@ def _open_regular(path: str) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def load_into(data: "BundleData", path_or_bytes: "str | bytes") -> "BundleData":
+def load_into(data: _T, path_or_bytes: "str | bytes") -> _T:
     """Read a bundle from a path or bytes. Bundles come from strangers: the tar is
     streamed through a bounded inflater, only regular members with plain relative
     names are accepted, and the JSON members are depth- and size-bounded; anything

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO, Mapping
 from ..errors import SourceError, SourceMissing
 from ..model import HostInfo
 from ..procnet import Connection  # re-exported: ascend_doctor.host's connection type
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 DEFAULT_READ_LIMIT = 64 * 1024 * 1024
 DEFAULT_OUTPUT_CAP = 1024 * 1024

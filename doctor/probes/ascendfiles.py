@@ -10,7 +10,7 @@ import re
 from ..errors import SourceMissing
 from ..i18n import N_, T
 from ..host import Host
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .procs import ServiceEnv, ServiceProcesses
 

@@ -13,7 +13,6 @@ Where the log is: ``--block-audit FILE``; else the file named by
 from __future__ import annotations
 
 import json
-from itertools import chain
 from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, Union
 
 from ..errors import SourceError, SourceMissing
@@ -21,7 +20,7 @@ from ..i18n import N_, T
 from ..host import Host
 from ..inputs import input_error, user_files
 from ..options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from ..safeopen import Guard
 from .svcaccess import refusal, service_creds
@@ -207,94 +206,6 @@ def _header(d: dict[str, Any], n: int) -> Header:
                   str(d["scheduler"]) if d.get("scheduler") else None)
 
 
-_LIST = {list}
-_from_lists = chain.from_iterable
-
-
-def _fast_groups(v: Any) -> Blocks | None:
-    """``_groups`` for well-formed input, in C-level passes; None: let ``_groups`` judge."""
-    if type(v) is not list:
-        return None
-    if not v:
-        return ()
-    if type(v[0]) is int:
-        return (tuple(v),) if set(map(type, v)) == _INT else None
-    if set(map(type, v)) == _LIST and set(map(type, _from_lists(v))) <= _INT:
-        return tuple(map(tuple, v))
-    return None
-
-
-def _fast_ids(v: Any) -> tuple[str, ...] | None:
-    """A list of request ids (absent: none) as ``_step_v1`` takes it; None: let it judge."""
-    if v is None:
-        return ()
-    if type(v) is list and set(map(type, v)) <= _STR:
-        return tuple(v)
-    return None
-
-
-def _fast_v1(d: dict[str, Any], n: int) -> StepV1 | None:
-    """A step in the shape ``record_v1`` writes (``cc`` columns, string ids), checked in
-    C-level passes with no message built; None for any other shape, which ``_step_v1``
-    then reads field by field. It accepts only what ``_step_v1`` accepts and builds the
-    same record, so the slow path alone decides every error message."""
-    get = d.get
-    step = get("n", 0)
-    if type(step) is not int or get("cached") is not None:
-        return None
-    new: Any = get("new")
-    if new:
-        if type(new) is not list:
-            return None
-        rows = []
-        for e in new:
-            if type(e) is not list or len(e) != 3:
-                return None
-            rid, b, c = e
-            if type(rid) is not str or (c is not None and type(c) is not int):
-                return None
-            g = _fast_groups(b)
-            if g is None:
-                return None
-            rows.append(NewReq(rid, g, c))
-        new = tuple(rows)
-    elif new is None or type(new) is list:
-        new = ()
-    else:
-        return None
-    cc = get("cc")
-    if cc is None:
-        cols = CachedCols()
-    elif type(cc) is not dict:
-        return None
-    else:
-        ids, res, nb, nc = cc.get("ids"), cc.get("res"), cc.get("nb"), cc.get("nc")
-        if (type(ids) is not list or type(res) is not list or type(nb) is not list
-                or type(nc) is not list or not len(ids) == len(res) == len(nb) == len(nc)):
-            return None  # a column missing or of another length: _step_v1 says which
-        if ids and not (set(map(type, ids)) <= _STR and set(map(type, nc)) <= _OPT_INT):
-            return None
-        if nb.count(None) == len(nb):
-            blocks: tuple = (None,) * len(nb)
-        else:
-            out = []
-            for b in nb:
-                if b is not None:
-                    b = _fast_groups(b)
-                    if b is None:
-                        return None
-                out.append(b)
-            blocks = tuple(out)
-        cols = CachedCols(tuple(ids), tuple(map(bool, res)), blocks, tuple(nc))
-    tok = get("tok") or {}
-    if type(tok) is not dict or (tok and not set(map(type, tok.values())) <= _INT):
-        return None
-    fin, freed = _fast_ids(get("fin")), _fast_ids(get("freed"))
-    if fin is None or freed is None:
-        return None
-    return StepV1(n, step, new, cols, fin, freed, tok, bool(get("full")))
-
-
 def _step_v1(d: dict[str, Any], n: int) -> StepV1:
     new = []
     for i, e in enumerate(_list(d.get("new"), "new")):
@@ -378,7 +289,7 @@ def parse_line(raw: bytes, lineno: int) -> Record | None:
         if kind == "hdr":
             return _header(d, lineno)
         if kind == "s":
-            return _fast_v1(d, lineno) or _step_v1(d, lineno)
+            return _step_v1(d, lineno)
         if kind == "s0":
             return _step_v0(d, lineno)
         if kind == "off":

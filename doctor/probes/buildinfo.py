@@ -12,7 +12,7 @@ import re
 from ..errors import ParseError, SourceMissing
 from ..i18n import T
 from ..host import Host
-from ..record import dataclass
+from dataclasses import dataclass
 from ..registry import provider
 from .packages import Packages
 

@@ -10,7 +10,7 @@ import posixpath
 
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
-from ..record import dataclass
+from dataclasses import dataclass
 from ..registry import provider
 from .elf import parse_elf
 from .ldcache import LdCache

@@ -16,7 +16,7 @@ import re
 from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .procs import ServiceEnv
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import SourceError, SourceMissing
 from ..host import Host
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..redact import is_secret_name
 from ..registry import provider
 from .procs import ServiceEnv

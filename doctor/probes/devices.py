@@ -12,7 +12,7 @@ import re
 
 from ..errors import SourceError, SourceMissing
 from ..host import Host, StatInfo
-from ..record import dataclass
+from dataclasses import dataclass
 from ..registry import provider
 from .svcaccess import parse_status_ids  # noqa: F401  (re-exported)
 from .procs import ServiceProcesses

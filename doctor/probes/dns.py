@@ -19,7 +19,7 @@ from ..host import Host, ProcInfo
 from ..inputs import input_error, user_files
 from ..safeopen import Guard
 from ..options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .dnsstats import DnsTraffic, analyse_capture
 from .pcapread import CaptureError

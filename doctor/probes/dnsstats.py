@@ -7,7 +7,7 @@ TCP connections followed a lookup of the name that resolves to their address, la
 (5-tuple, id), NXDOMAIN/SERVFAIL/unanswered, A+AAAA pairs and search-list expansion. All
 state is bounded (names, clients, pending queries, latency samples).
 
-A classic pcap on a seekable stream is read by the optional C scanner (doctor/_dnsscan.c)
+A pcap or pcapng on a seekable stream is read by the optional C scanner (doctor/_dnsscan.c)
 when it was built: the same loop and state machine in one pass, its final tables rebuilt
 into an Analyser here so that ``result`` is the one below (tests/unit/test_dnsscan.py).
 """
@@ -20,7 +20,7 @@ from typing import Any, BinaryIO, Iterable
 
 from ..i18n import T
 from ..native import NativeFallback, load, read_into
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from .dnswire import QTYPES, DnsFormatError, DnsMessage, parse_dns, parse_dns_tcp
 from .pcapread import (CHUNK, KIND_DNS_TCP, KIND_SYN, MAX_CAPLEN, CaptureError, CaptureStats,
                        Packet, iter_packets, record_error)
@@ -377,7 +377,7 @@ def analyse_capture(stream: BinaryIO, source: str, service_ports: Iterable[int] 
     Raises ``CaptureError`` only when nothing could be read (not a capture at all).
     ``fast=False`` turns off the raw-record pre-filter and the parsed-message cache (the
     reference path the tests compare against; the results are the same). With ``fast``,
-    a classic pcap on a seekable stream goes through the C scanner (doctor/_dnsscan.c)
+    a pcap or pcapng on a seekable stream goes through the C scanner (doctor/_dnsscan.c)
     when it is built, with the same results; what it refuses is re-read from the start.
     """
     ports = frozenset(service_ports)
@@ -479,9 +479,9 @@ def _state_of(scan: Any) -> tuple[Analyser, CaptureStats, CaptureError | None]:
     """The Analyser, stats and CaptureError of a finished scanner."""
     st = scan.result()
     stats = CaptureStats()
-    stats.format = "pcap"
+    stats.format = st["format"]
     stats.records, stats.kept, stats.bytes = st["records"], st["kept"], st["bytes"]
-    stats.linktypes.add(st["linktype"])
+    stats.linktypes.update(st["linktypes"])
     error = None
     if st["error"] is not None:  # (kind, offset, caplen, limit or bytes present)
         kind, offset, caplen, other = st["error"]

@@ -14,7 +14,7 @@ import struct
 from typing import BinaryIO
 
 from ..errors import ParseError
-from ..record import dataclass
+from dataclasses import dataclass
 
 ELF_MAGIC = b"\x7fELF"
 DF_1_NODEFLIB = 0x800

@@ -15,7 +15,7 @@ from ..i18n import N_, T, join
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
 from ..options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .procs import ServiceProcesses
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from ..knowledge import KnowledgeBase, Match, compat, load
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 
 

@@ -13,7 +13,7 @@ import struct
 
 from ..errors import ParseError
 from ..host import Host
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 
 LDCACHE = "/etc/ld.so.cache"

@@ -11,7 +11,7 @@ import posixpath
 from ..errors import SourceError, SourceMissing, describe
 from ..i18n import T
 from ..host import Host
-from ..record import dataclass
+from dataclasses import dataclass
 from ..registry import provider
 
 LDSO_CONF = "/etc/ld.so.conf"

@@ -12,7 +12,7 @@ from ..i18n import T
 from ..errors import ParseError, SourceMissing
 from ..host import Host
 from ..options import RunOptions
-from ..record import dataclass
+from dataclasses import dataclass
 from ..registry import provider
 from .service import HTTP_TIMEOUT, ServiceHttp, parse_metrics
 

@@ -22,7 +22,7 @@ from ..host import Host
 from ..inputs import user_files
 from ..i18n import N_, T, join
 from ..options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .elf import ElfHeader, ElfInfo, parse_elf, parse_elf_header
 from .ldcache import EXPECTED_FLAGS, LDCACHE, LdCache, parse_ldcache

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from ..host import Host
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .ldconf import LdConfState
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import SourceError, SourceMissing, describe
 from ..host import Host
-from ..record import dataclass
+from dataclasses import dataclass
 from ..registry import provider
 
 

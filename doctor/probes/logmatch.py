@@ -12,7 +12,7 @@ from typing import Iterable, Iterator
 
 from ..errors import SourceError, SourceMissing
 from ..host import Host
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .kbfact import Knowledge
 from .logs import (LinePrefilter, LogFile, LogScan, LogSources, StatsLine, scan_lines,

@@ -20,7 +20,7 @@ from ..i18n import T
 from ..host import Host
 from ..inputs import user_files
 from ..options import RunOptions
-from ..record import dataclass
+from dataclasses import dataclass
 from ..registry import provider
 from ..safeopen import Guard
 from .svcaccess import refusal, service_creds

@@ -25,7 +25,7 @@ from ..host import Host
 from ..inputs import user_files
 from ..native import NativeFallback, load, read_into
 from ..options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from ..safeopen import Guard
 

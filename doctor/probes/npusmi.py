@@ -14,7 +14,7 @@ import re
 from ..errors import ParseError, SourceMissing
 from ..i18n import T
 from ..host import CommandResult, Host
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 
 HEALTH_WORDS = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")

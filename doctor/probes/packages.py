@@ -16,7 +16,7 @@ from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host
 from ..options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from ..spawn import minimal_env
 from .procs import ServiceProcesses
@@ -90,23 +90,19 @@ def requirements_of(pkgs: "Packages", owners: "tuple[str, ...] | list[str]"):
     """(owner Package, requirement) for each parseable Requires-Dist of the owners that are
     installed, in owner order (malformed lines are skipped, as pip does).
 
-    A requirement is ascend_doctor.pep508's reading when that reader is sure of the line
-    (same fields and str() as packaging's), else packaging.requirements.Requirement, imported
-    only then: it costs 11-16 ms, and the check path never needs it for well-formed lines."""
-    from ..pep508 import parse
+    Parsed by packaging.requirements (imported here: the check path needs it only when a
+    package declares requirements)."""
+    from packaging.requirements import InvalidRequirement, Requirement
 
     for owner_name in owners:
         owner = pkgs.get(owner_name)
         if owner is None:
             continue
         for raw in owner.requires:
-            req = parse(raw)
-            if req is None:
-                from packaging.requirements import InvalidRequirement, Requirement
-                try:
-                    req = Requirement(raw)
-                except InvalidRequirement:
-                    continue
+            try:
+                req = Requirement(raw)
+            except InvalidRequirement:
+                continue
             yield owner, req
 
 

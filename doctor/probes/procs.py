@@ -16,7 +16,7 @@ from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host, ProcInfo
 from ..options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .svcaccess import refusal
 

@@ -20,7 +20,7 @@ from ..errors import ParseError, SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host, HttpResponse
 from ..options import RunOptions
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .procs import ServiceProcesses, parse_environ
 

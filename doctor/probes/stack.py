@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..errors import SourceMissing
 from ..i18n import N_, T
 from ..host import Host
-from ..record import dataclass
+from dataclasses import dataclass
 from ..registry import provider
 from .ldconf import LdConfState, LdSoConf
 from .procs import ServiceProcesses

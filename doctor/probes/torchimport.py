@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..errors import SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host
-from ..record import dataclass
+from dataclasses import dataclass
 from ..spawn import RunAs, as_service, display, isolate_python, minimal_env
 from ..options import RunOptions
 from ..registry import provider

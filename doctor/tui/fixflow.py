@@ -15,7 +15,7 @@ import importlib
 import shlex
 from typing import Any, Callable
 
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 
 class FixesUnavailable(RuntimeError):

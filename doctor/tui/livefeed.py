@@ -14,7 +14,7 @@ import math
 from collections import deque
 from typing import Any
 
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 HISTORY = 60
 RUNNING = "vllm:num_requests_running"

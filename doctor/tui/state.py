@@ -8,7 +8,7 @@ import os
 from typing import Any, Iterable
 
 from ..model import Category, CheckResult, Finding, HostInfo, Report, Severity, Status
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 PENDING = "pending"
 RUNNING = "running"

@@ -18,7 +18,7 @@ import random
 from collections import OrderedDict
 from typing import Any
 
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 
 
 # -- stand-ins with vLLM 0.11 names (vllm/v1/core/sched/output.py) --------------------------

@@ -15,6 +15,8 @@ import pytest
 from ascend_doctor.tui.app import DoctorApp
 from tests.tui.conftest import SNAPSHOT_CHECKS, run_before_complete, subset_registry, wait_for
 
+pytestmark = pytest.mark.golden  # regenerated with --snapshot-update (docs/HACKING.md)
+
 SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
 
 

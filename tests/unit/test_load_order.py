@@ -4,6 +4,8 @@ gcc-built libraries and on the real torch_npu 2.14.0 / vllm_ascend 0.23.0 wheels
 
 from __future__ import annotations
 
+import pytest
+
 from ascend_doctor.probes.libsearch import gather_lib_search_context
 from ascend_doctor.checks.libacl import resolve
 from ascend_doctor.host import LiveHost
@@ -64,6 +66,7 @@ def test_soname_satisfied_only_by_an_earlier_loaded_package(sysroot):
     assert "`import torch_npu`" in lr.preload_note
 
 
+@pytest.mark.slow  # downloads the real torch_npu and vllm_ascend wheels (tests/.cache)
 def test_real_wheels_with_stub_cann_is_healthy(tmp_path):
     """The real wheels unpacked into a site dir, every CANN soname they need stubbed on the
     service's LD_LIBRARY_PATH: no libacl.resolve fail (the torchair extensions' RPATH
