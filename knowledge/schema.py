@@ -27,7 +27,9 @@ KNOWN = {"id", "title", "cause", "steps", "signatures", "aliases", "checks", "fi
          # optional fields from ascend-fd's schema (anchors §10.6), accepted for the future
          "links", "explains", "category", "since", "deprecated", "cause_above", "examples",
          # real log lines that look like the failure but are not it (issue 15)
-         "near_misses"}
+         "near_misses",
+         # the root-cause keys (tests/corpus/threads/CAUSES.md) the entry's first step fixes
+         "causes"}
 SEVERITIES = {"none", "low", "medium", "high", "critical"}
 # a source a reader can open: a public URL, or a named public document / man page
 SOURCE_PREFIXES = ("https://", "doc:", "man:")

@@ -50,9 +50,12 @@ def match_file(kb, fh, size: int | None, result: LogScan, engine=None) -> list[_
     return match_numbered(kb, scan_lines(fh, size, prefilter(kb), result, engine))
 
 
-def prefilter(kb) -> LinePrefilter:
-    """The literal prefilter over every KB signature, from the literals the KB keeps."""
-    return LinePrefilter(kb.signatures(), kb.signature_keys()["literals"])
+def prefilter(kb, events: bool = False) -> LinePrefilter:
+    """The literal prefilter over every KB signature; with ``events`` also the lines triage
+    reads as events (errors, tracebacks, codes: probes/logs.py ``EVENT_LITERALS``)."""
+    from .logs import EVENT_LITERALS
+
+    return LinePrefilter(kb.signatures(), kb.literals(), EVENT_LITERALS if events else ())
 
 
 def match_numbered(kb, candidates: Iterable[tuple[int, str]]) -> list[_Acc]:
