@@ -175,7 +175,7 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
         out.append(Answer(CODE, how, BASE_CONFIDENCE[how], line, code=hit.code))
     for sh in shapes_in(cause.body):
         out.append(Answer(SHAPE, "shape", BASE_CONFIDENCE["shape"], line, shape=sh))
-    if index is not None and (ev.kind in ("traceback", "code", "error", "death")):
+    if index is not None and ev.kind in ("traceback", "code", "shape", "error", "death"):
         traced = index.trace(_message_of(cause.body))
         if traced is not None:
             site, cov = traced
@@ -225,7 +225,7 @@ def decide(kb: KnowledgeBase, lines: Sequence[tuple[int, str]],
                 continue
             if ev.kind == "death" and ev.died_of is not None:
                 c = ev.died_of.cause
-                a.groups["cause"] = _message_of(c.body).strip()[:300]
+                a.groups["cause"] = c.body.strip()[:300]
                 a.quoted = [(ev.cause.n, ev.cause.text), (c.n, c.text)]
             else:
                 a.groups.setdefault("cause", NO_CAUSE_ABOVE)

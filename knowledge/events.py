@@ -36,6 +36,7 @@ EXCEPTION = re.compile(
     r"(?:\[\w+\])?(?::\s*(?P<msg>.*))?$")
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
 WRAPPER = re.compile(r"call aclnn\w* failed|NPU function error|PTA call acl api failed|"
+                     r"HCCL function error|call hccl api failed|"
                      r"The internal ACL of the system is incorrect|ERR\d{5} \w+ call \w+ api failed|"
                      r"\bcall \w+ failed, detail", re.IGNORECASE)
 _CODE_LINE = re.compile(r"(?<![A-Za-z0-9])E[0-9A-Z]\d{4}(?![0-9A-Za-z])|\b[1-5]\d{5}\b")
@@ -47,7 +48,7 @@ CONSEQUENCE = re.compile(r"See (?:root cause|stack trace) above|Watchdog caught 
                          r"collective operation timeout|EngineDeadError|Engine core initialization "
                          r"failed|EI0002|heartbeat|terminate called|SIGTERM|Aborted|"
                          r"Exception in worker VllmWorkerProcess|Worker proc \w* ?died|"
-                         r"Worker failed with error",
+                         r"Worker failed with error|Failed to load the backend extension",
                          re.IGNORECASE)
 # a request the server refused: the client's problem, never why an engine died
 REQUEST_LINE = re.compile(r"Received request |\"(?:POST|GET) /\S* HTTP/[\d.]+\" \d{3}")
@@ -158,7 +159,7 @@ def events(lines: Iterable[tuple[int, str]]) -> list[Event]:
         elif body[:1].isspace() or body.lstrip().startswith(("^", "~", "File \"")):
             pass  # a traceback's frame or source line whose start was not pasted
         elif _has_shape(body):
-            out.append(Event("error", [ln], ln))
+            out.append(Event("shape", [ln], ln))
         elif ln.level in ("ERROR", "CRITICAL", "FATAL"):
             out.append(Event("error", [ln], ln))
         elif ln.level in ("WARNING", "WARN"):
@@ -266,16 +267,18 @@ def _count_repeats(evs: list[Event]) -> None:
 
 def _link_deaths(evs: list[Event]) -> None:
     """Each death's cause: its own traceback just after it, else the nearest preceding
-    error of the same process family within the window."""
+    error of the engine's processes within the window. The API server prints the death too
+    ("Engine core initialization failed. See root cause above") but its own errors (a
+    rejected request) never kill the engine: causes come from the engine family."""
     for k, ev in enumerate(evs):
         if ev.kind != "death":
             continue
-        fam = ev.family
+        fam = "engine"
         cause = None
         for nxt in evs[k + 1:]:
             if nxt.first - ev.cause.n > DEATH_AFTER:
                 break
-            if nxt.kind in ("traceback", "code") and _same_family(fam, nxt) \
+            if nxt.kind in ("traceback", "code", "shape") and _same_family(fam, nxt) \
                     and not CONSEQUENCE.search(nxt.cause.body):
                 cause = nxt
                 break
@@ -286,7 +289,8 @@ def _link_deaths(evs: list[Event]) -> None:
                 if ev.cause.ts is not None and prev.cause.ts is not None \
                         and ev.cause.ts - prev.cause.ts > DEATH_SECONDS:
                     break
-                if prev.kind in ("traceback", "code", "error") and _same_family(fam, prev) \
+                if prev.kind in ("traceback", "code", "shape", "error") \
+                        and _same_family(fam, prev) \
                         and prev.kind != "death" and not CONSEQUENCE.search(prev.cause.body):
                     cause = prev
                     break
@@ -300,7 +304,7 @@ def _same_family(fam: str | None, ev: Event) -> bool:
     return fam is None or other is None or other == fam
 
 
-KIND_WEIGHT = {"traceback": 3.0, "code": 3.0, "error": 2.0, "death": 1.0, "warning": 0.3}
+KIND_WEIGHT = {"traceback": 3.0, "code": 3.0, "shape": 3.0, "error": 2.0, "death": 1.0, "warning": 0.3}
 
 
 def weight(ev: Event) -> float:

@@ -113,7 +113,7 @@ def iter_lines(fh: BinaryIO, size: int | None, scan: "LogScan | None" = None) ->
     """Decoded lines of a stream (each cut to MAX_LINE bytes); from the last TAIL_BYTES
     when the file is larger."""
     for block in bounded_blocks(fh, size, scan if scan is not None else LogScan()):
-        for raw in block.splitlines(keepends=True):
+        for raw in _split_nl(block):
             yield raw.decode("utf-8", "replace")
 
 
@@ -207,6 +207,8 @@ class LinePrefilter:
         lits = literals if literals is not None else [required_literal(p) for p in patterns]
         self.always = any(lit is None for lit in lits)
         self.literals = sorted({lit for lit in lits if lit} | {fold(x) for x in extra})
+        # a literal such as "é" is not found by a byte search of the lower-cased block
+        self.cased_non_ascii = any(not lit.isascii() and cased(lit) for lit in self.literals)
 
     def candidate(self, line: str) -> bool:
         if self.always:
@@ -237,6 +239,7 @@ EVENT_PATTERN = re.compile(rb"E[0-9A-Z][0-9]{4}")
 
 BLOCK = 4 << 20
 _FOLDS_TO_ASCII = re.compile("|".join("\u0130\u0131\u017f\u212a").encode("utf-8"))
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
 _LONG_LINE = re.compile(rb"(?:^|\n)[^\n]{%d}" % (MAX_LINE + 1))
 
 
@@ -293,11 +296,17 @@ SMALL_BLOCK = 8 << 10  # below, the line-by-line test is faster than the engine 
 HS_AFTER = 512 << 10  # bytes read before the accelerated engine is worth loading (measured)
 
 
+def cased(text: str) -> bool:
+    """Whether ``text`` has letters with an upper and a lower case (é, not 重)."""
+    return text.upper() != text.lower()
+
+
 def _minimal(literals: list[str]) -> list[bytes]:
     """The literals as UTF-8 bytes, up to a newline, without those holding another (a
-    literal holding another is found through it)."""
-    found = sorted({lit.encode("utf-8").split(b"\n")[0] for lit in literals} - {b""},
-                   key=lambda b: (len(b), b))
+    literal holding another is found through it). A non-ASCII literal with case (é) is
+    left out: its lines are tested whole (``LinePrefilter.cased_non_ascii``)."""
+    found = sorted({lit.encode("utf-8").split(b"\n")[0] for lit in literals
+                    if lit.isascii() or not cased(lit)} - {b""}, key=lambda b: (len(b), b))
     out: list[bytes] = []
     for lit in found:
         if not any(o in lit for o in out):
@@ -328,6 +337,15 @@ class LogScan:
     last_stats: StatsLine | None = None
     cut_lines: int = 0
     cut_bytes: int = 0
+
+
+def _split_nl(block: bytes) -> list[bytes]:
+    """The block's lines, each with its b"\\n" (only b"\\n" ends a line, as readline)."""
+    parts = block.split(b"\n")
+    out = [p + b"\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
 
 
 def _cut_long(block: bytes, scan: LogScan) -> bytes:
@@ -395,7 +413,7 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
         if auto and read > HS_AFTER:
             engine, auto = scan_engine(pre.literals, patterns=patterns), False
         if every or pre.always or (auto and len(block) < SMALL_BLOCK):
-            for raw in block.splitlines(keepends=True):  # the line-by-line path
+            for raw in _split_nl(block):  # the line-by-line path
                 n += 1
                 line = raw.decode("utf-8", "replace")
                 if "throughput" in line:
@@ -410,7 +428,8 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
             engine = _PyEngine(_minimal(pre.literals), patterns)
         starts = engine.line_starts(block)
         if not block.isascii():
-            for m in _FOLDS_TO_ASCII.finditer(block):
+            rx = _NON_ASCII if pre.cased_non_ascii else _FOLDS_TO_ASCII
+            for m in rx.finditer(block):
                 starts.add(block.rfind(b"\n", 0, m.start()) + 1)
         prev, base = 0, n
         for s in sorted(starts):
