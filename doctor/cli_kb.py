@@ -229,7 +229,8 @@ def kb_lint(files: tuple[str, ...], corpus_dir: str | None, lang: str | None) ->
     corpus = corpus_lines(corpus_dir)
     refs = {"check_ids": set(Registry.discover(plugins=False).checks),
             "fix_ids": set(recipes), "fix_params": {k: r.params for k, r in recipes.items()},
-            "corpus": corpus, "negatives": corpus_lines(corpus_dir, "quiet")}
+            "corpus": corpus, "negatives": corpus_lines(corpus_dir, "quiet"),
+            "cause_keys": cause_keys()}
     todo = ([(os.path.basename(f), open(f, "rb").read()) for f in files] if files else
             [(n, r) for n, r in data_files() if n != "compat.toml"])
     problems = [p for name, raw in todo for p in validate_file(name, raw, **refs)]
@@ -242,6 +243,20 @@ def kb_lint(files: tuple[str, ...], corpus_dir: str | None, lang: str | None) ->
     click.echo(tt(lang, "{files} files, {lines} corpus lines, {problems} problems",
                   files=len(todo), lines=len(corpus), problems=len(problems)), err=True)
     sys.exit(1 if problems else 0)
+
+
+def cause_keys() -> set[str] | None:
+    """The cause keys of the thread corpus (tests/corpus/threads/CAUSES.md) when the source
+    tree has it; None: not checked (an installed doctor has no tests)."""
+    import re as _re
+    from pathlib import Path
+
+    f = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "threads" / "CAUSES.md"
+    try:
+        text = f.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return set(_re.findall(r"^\| `([a-z0-9-]+)` \|", text, _re.M)) or None
 
 
 def corpus_lines(corpus_dir: str | None = None, kind: str = "triage") -> list[str]:
