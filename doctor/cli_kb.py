@@ -275,7 +275,8 @@ def corpus_lines(corpus_dir: str | None = None, kind: str = "triage") -> list[st
 
 
 SMALL_PASTE = 1 << 20  # an input this small is read whole: a paste's wrapped lines, frames
-MAX_KEPT_BYTES = 32 << 20  # candidate lines kept for the event reading (the most recent)
+MAX_KEPT_BYTES = 16 << 20  # candidate lines kept for the event reading (the most recent)
+LINE_OVERHEAD = 400  # what a kept line costs besides its text (str, tuple, its parsed form)
 KEPT_LINE = 4096  # bytes of a kept line the event reading looks at
 
 
@@ -336,9 +337,9 @@ def read_log(source: str, kb, prefer: str | None = None):
                                       patterns=pats):
                 short = line[:KEPT_LINE]
                 kept.append((n, short))
-                kept_bytes += len(short)
+                kept_bytes += len(short) + LINE_OVERHEAD
                 while kept_bytes > MAX_KEPT_BYTES:
-                    kept_bytes -= len(kept.popleft()[1])
+                    kept_bytes -= len(kept.popleft()[1]) + LINE_OVERHEAD
                 yield n, line
 
         try:

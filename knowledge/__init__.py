@@ -140,13 +140,16 @@ _VALUE_COND = re.compile(r"^\s*(\w+)\s*(<=|>=|<|>|==|!=)\s*(-?[\d.]+)\s*$")
 
 
 def value_holds(cond: Any, groups: Mapping[str, str]) -> bool | None:
-    """``"utilization < 0.95"`` against the captured groups: True/False, None when the
-    condition or the value is absent or not a number (the step is then shown)."""
+    """``"utilization < 0.95"`` against the captured groups: True/False (False too when the
+    log did not give the value: the step needs it), None when there is no condition or it
+    is not of that form, or the value is not a number (the step is then shown)."""
     if not isinstance(cond, str):
         return None
     m = _VALUE_COND.match(cond)
-    if not m or m.group(1) not in groups:
+    if not m:
         return None
+    if not groups.get(m.group(1)):
+        return False
     try:
         found = float(str(groups[m.group(1)]).replace(",", "").rstrip("%"))
         ref = float(m.group(3))

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import NO_CAUSE_ABOVE, Entry, KnowledgeBase, Match, pick
 from .codes import Code, codes_in
-from .events import Event, LogLine, events, weight
+from .events import Event, LogLine, _norm, events, weight
 from .shapes import ShapeHit, shapes_in
 from .srcindex import Site, SourceIndex
 
@@ -215,7 +215,13 @@ def decide(kb: KnowledgeBase, lines: Sequence[tuple[int, str]],
             ln = parse(n, text_of[n])
             evs.append(Event("line", [ln], ln))
     scored: list[tuple[float, float, Event, list[Answer]]] = []
+    seen_text: dict[str, int] = {}
     for ev in evs:
+        # a message repeated thousands of times is answered once (its first event)
+        key = _norm(ev.cause.body)
+        if ev.repeats > 3 and key in seen_text and ev.cause.n not in by_line:
+            continue
+        seen_text.setdefault(key, ev.cause.n)
         answers = _event_answers(ev, by_line, kb, index)
         best = max((_spec(a) for a in answers), default=0.0)
         scored.append((weight(ev) + best, best, ev, answers))

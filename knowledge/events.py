@@ -158,7 +158,7 @@ def events(lines: Iterable[tuple[int, str]]) -> list[Event]:
             out.append(Event("code", [ln], ln))
         elif body[:1].isspace() or body.lstrip().startswith(("^", "~", "File \"")):
             pass  # a traceback's frame or source line whose start was not pasted
-        elif _has_shape(body):
+        elif ln.level not in ("INFO", "DEBUG", "WARNING", "WARN") and _has_shape(body):
             out.append(Event("shape", [ln], ln))
         elif ln.level in ("ERROR", "CRITICAL", "FATAL"):
             out.append(Event("error", [ln], ln))

@@ -315,6 +315,12 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
             p.append(T("{entry}.signatures[{i}]: no negative example: no real log line shares "
                        "a word with {rx} without matching it; add one to near_misses",
                        entry=eid, i=i, rx=repr(rx)))
+        from ascend_doctor.probes.logs import required_literal
+        lit = required_literal(rx)
+        if lit is None or (len(lit) < 4 and lit.isascii()):
+            p.append(T("{entry}.signatures[{i}]: needs a literal of 4 characters every match "
+                       "contains (outside alternations and optional parts), else every line of "
+                       "every log is tested against it ({rx})", entry=eid, i=i, rx=repr(rx)))
         bad = next((t for t in negatives if c.search(_normalized(t))), None)
         if bad is not None:
             p.append(T("{entry}.signatures[{i}]: matches a benign line ({line})", entry=eid, i=i,

@@ -4,7 +4,8 @@ device``, a bus error on ``/dev/shm`` …) and what each means in an Ascend stac
 
 Data in ``knowledge/tables/shapes.toml``: a shape has a key, a pattern whose named groups
 fill its texts, a meaning, a first step and the cause keys its step fixes; a variant refines
-all of them by one captured group (``libc_sec.so`` is the driver's, ``libascendcl.so`` the
+all of them by one captured group. ``literals`` (one is in every line the pattern matches,
+checked by tests/unit/test_kb_layers.py) keep the regexes off the lines that cannot match (``libc_sec.so`` is the driver's, ``libascendcl.so`` the
 toolkit's).
 """
 
@@ -14,6 +15,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from ascend_doctor.casefold import fold
 
 from . import _Missing, _tomllib
 
@@ -38,6 +41,7 @@ class _Shape:
     rx: "re.Pattern[str]"
     doc: Mapping[str, Any]
     variants: tuple[tuple[str, "re.Pattern[str]", Mapping[str, Any]], ...]
+    literals: tuple[str, ...]  # one of them is in every line the pattern matches
 
 
 @functools.lru_cache(maxsize=1)
@@ -50,7 +54,8 @@ def _load() -> tuple[list[_Shape], str]:
     for s in doc["shape"]:
         variants = tuple((v["group"], re.compile(v["match"], re.IGNORECASE), v)
                          for v in s.get("variants", ()))
-        out.append(_Shape(s["key"], re.compile(s["pattern"]), s, variants))
+        out.append(_Shape(s["key"], re.compile(s["pattern"]), s, variants,
+                          tuple(fold(x) for x in s["literals"])))
     return out, doc["source"]
 
 
@@ -67,7 +72,10 @@ def _fill(d: Mapping[str, Any], prefix: str, groups: Mapping[str, str]) -> dict[
 def shapes_in(line: str) -> list[ShapeHit]:
     """Every shape the line has, in line order."""
     found, source = [], _load()[1]
+    low = fold(line)
     for s in _load()[0]:
+        if not any(lit in low for lit in s.literals):
+            continue
         m = s.rx.search(line)
         if not m:
             continue

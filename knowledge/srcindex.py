@@ -166,7 +166,10 @@ class _Walker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         method = _logger_call(node)
         if method and node.args:
-            self._add(f"logger.{method}", template_of(node.args[0]), node.lineno)
+            tpl = template_of(node.args[0])
+            if tpl is not None and len(node.args) > 1:  # logging's own %-formatting
+                tpl = _printf(tpl)
+            self._add(f"logger.{method}", tpl, node.lineno)
         self.generic_visit(node)
 
 

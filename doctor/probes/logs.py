@@ -238,9 +238,29 @@ EVENT_PATTERN = re.compile(rb"E[0-9A-Z][0-9]{4}")
 # always tested. Literals with other non-ASCII characters are searched as their UTF-8 bytes.
 
 BLOCK = 4 << 20
-_FOLDS_TO_ASCII = re.compile("|".join("\u0130\u0131\u017f\u212a").encode("utf-8"))
+_FOLDS_TO_ASCII = tuple(c.encode("utf-8") for c in "\u0130\u0131\u017f\u212a")
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
-_LONG_LINE = re.compile(rb"(?:^|\n)[^\n]{%d}" % (MAX_LINE + 1))
+
+
+def _has_long_line(block: bytes) -> bool:
+    """Whether a line of the block is longer than MAX_LINE: from a line start, the last
+    newline within MAX_LINE + 1 bytes is the next line start (about 64 steps a block)."""
+    pos, n = 0, len(block)
+    while n - pos > MAX_LINE:
+        j = block.rfind(b"\n", pos, pos + MAX_LINE + 1)
+        if j < 0:
+            return True
+        pos = j + 1
+    return False
+
+
+def _starts_of(block: bytes, needle: bytes, out: set[int]) -> None:
+    """Add the start of every line of ``block`` that holds ``needle``."""
+    i = block.find(needle)
+    while i >= 0:
+        out.add(block.rfind(b"\n", 0, i) + 1)
+        j = block.find(b"\n", i)
+        i = -1 if j < 0 else block.find(needle, j)
 
 
 class _PyEngine:
@@ -257,11 +277,7 @@ class _PyEngine:
         low = block.lower()  # ASCII only; see _FOLDS_TO_ASCII for the rest
         out: set[int] = set()
         for lit in self.literals:
-            i = low.find(lit)
-            while i >= 0:
-                out.add(low.rfind(b"\n", 0, i) + 1)
-                j = low.find(b"\n", i)
-                i = -1 if j < 0 else low.find(lit, j)
+            _starts_of(low, lit, out)
         for rx in self.patterns:
             for m in rx.finditer(block):
                 out.add(block.rfind(b"\n", 0, m.start()) + 1)
@@ -351,7 +367,7 @@ def _split_nl(block: bytes) -> list[bytes]:
 def _cut_long(block: bytes, scan: LogScan) -> bytes:
     """The block with every line longer than MAX_LINE cut to it (rare: one regex finds
     whether there is any)."""
-    if not _LONG_LINE.search(block):
+    if not _has_long_line(block):
         return block
     parts = block.split(b"\n")
     for k, part in enumerate(parts):
@@ -426,19 +442,24 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
             continue
         if engine is None:
             engine = _PyEngine(_minimal(pre.literals), patterns)
-        starts = engine.line_starts(block)
+        # the engine's lines hold a literal as found (or a pattern): no second test; lines
+        # with a character that folds to ASCII get the exact test
+        found = engine.line_starts(block)
+        maybe: set[int] = set()
         if not block.isascii():
-            rx = _NON_ASCII if pre.cased_non_ascii else _FOLDS_TO_ASCII
-            for m in rx.finditer(block):
-                starts.add(block.rfind(b"\n", 0, m.start()) + 1)
+            if pre.cased_non_ascii:
+                for m in _NON_ASCII.finditer(block):
+                    maybe.add(block.rfind(b"\n", 0, m.start()) + 1)
+            for ch in _FOLDS_TO_ASCII:
+                _starts_of(block, ch, maybe)
         prev, base = 0, n
-        for s in sorted(starts):
+        for s in sorted(found | maybe):
             base += block.count(b"\n", prev, s)
             prev = s
             e = block.find(b"\n", s) + 1 or len(block)
             raw = block[s:e]
             line = raw.decode("utf-8", "replace")
-            if pre.candidate(line) or any(rx.search(raw) for rx in patterns):
+            if s in found or pre.candidate(line) or any(rx.search(raw) for rx in patterns):
                 yield base + 1, line
         # the last stats line of the block: lines with "throughput", from the end
         end = len(block)
