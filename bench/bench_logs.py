@@ -83,9 +83,9 @@ def _real_parts() -> tuple[list[str], list[list[str]]]:
     return banner, blocks
 
 
-def realistic_log(path: Path, lines: int, seed: int = 7) -> int:
-    """Write ``lines`` lines of a busy vllm-ascend server's log to ``path``; returns the
-    number of failure blocks inserted."""
+def realistic_log(path: Path, lines: int, seed: int = 7, blocks_every: int = 50_000) -> int:
+    """Write ``lines`` lines of a busy vllm-ascend server's log to ``path`` with a real
+    failure block every ``blocks_every`` lines; returns the number of blocks inserted."""
     rnd = random.Random(seed)
     banner, blocks = _real_parts()
     n, inserted, minute = 0, 0, 0
@@ -94,7 +94,7 @@ def realistic_log(path: Path, lines: int, seed: int = 7) -> int:
             fh.write(ln + "\n")
             n += 1
         while n < lines:
-            if n % 50_000 < 1 and n > len(banner):
+            if n % blocks_every < 1 and n > len(banner):
                 for ln in blocks[inserted % len(blocks)]:
                     fh.write(ln + "\n")
                     n += 1
