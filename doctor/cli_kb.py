@@ -325,7 +325,11 @@ def read_log(source: str, kb, prefer: str | None = None):
     kept_bytes = 0
     fh = _open_binary(source)
     try:
-        head = fh.read(SMALL_PASTE + 1)
+        try:
+            head = fh.read(SMALL_PASTE + 1)
+        except (OSError, EOFError) as exc:  # truncated or corrupt .gz
+            raise DoctorError(tt(default_lang(), "cannot read {source}: {reason}",
+                                 source=source, reason=exc)) from None
         small = len(head) <= SMALL_PASTE
         stream = _Prefixed(head, fh)
         pats = (re.compile(EVENT_PATTERN.pattern),)
@@ -425,12 +429,10 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int,
                           text=neutralise(redact_text(d.text.strip())[:200])))
         click.echo(tr(NEXT_STEP, lang))
     else:
-        if d is not None:
-            click.echo(tt(lang, "decisive line {n}: {text}", n=d.n,
-                          text=neutralise(redact_text(d.text.strip())[:200])))
         for rank, a in enumerate(answers, 1):
             msg = neutralise(redact_text(a.title(lang)))
-            click.echo(f"{rank}. {a.key}  {msg}")
+            click.echo(f"{rank}. {a.key}  {msg}  "
+                       + tt(lang, "(score {score})", score=f"{a.confidence:.2f}"))
             click.echo("     " + tt(lang, "source: {origin}; confidence {conf}",
                                     origin=a.origin(), conf=f"{a.confidence:.2f}"))
             for n, t in a.shown_lines():
@@ -443,6 +445,9 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int,
                 if a.entry.fix:
                     click.echo("     " + tt(lang, "fix: {cmd}", cmd=f"ascend-doctor fix {a.entry.fix}"))
                 click.echo("     " + tt(lang, "more: {cmd}", cmd=f"ascend-doctor explain {a.entry.id}"))
+        if d is not None and not answers[0].decisive:  # the first answer is about another line
+            click.echo(tt(lang, "decisive line {n}: {text}", n=d.n,
+                          text=neutralise(redact_text(d.text.strip())[:200])))
     if not note.get("available") and not as_json:
         click.echo(tt(lang, "source index: not available ({reason})",
                       reason=note.get("reason", "")), err=True)

@@ -89,7 +89,7 @@ class Entry:
     def render_message(self, groups: Mapping[str, str], lang: str = "en") -> str:
         """The triage message with the signature's named groups filled in."""
         tmpl = pick(self.message, lang) if self.message else self.text("title", lang)
-        return tmpl.format_map(_Missing(groups))
+        return fill(tmpl, groups)
 
     def to_dict(self, lang: str | None = None) -> dict[str, Any]:
         """A JSON-able view; with ``lang`` the texts are resolved to that language."""
@@ -124,9 +124,9 @@ class Entry:
                 continue
             t = s.get(lang) or s.get("en", "")
             if groups:
-                t = t.format_map(_Missing(groups))
+                t = fill(t, groups)
             if s.get("cmd"):
-                cmd = s["cmd"].format_map(_Missing(groups)) if groups else s["cmd"]
+                cmd = fill(s["cmd"], groups) if groups else s["cmd"]
                 t = f"{t} `{cmd}`"
             out.append(t)
         return out
@@ -157,6 +157,16 @@ def value_holds(cond: Any, groups: Mapping[str, str]) -> bool | None:
         return None
     return {"<": found < ref, "<=": found <= ref, ">": found > ref, ">=": found >= ref,
             "==": found == ref, "!=": found != ref}[m.group(2)]
+
+
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+def fill(text: str, groups: Mapping[str, str]) -> str:
+    """``{name}`` replaced by the group of that name; every other brace stays as written
+    (a command's `{print $1}` or `{"NPU": 8}`)."""
+    return _FIELD.sub(lambda m: str(groups[m.group(1)]) if groups.get(m.group(1)) else m.group(0),
+                      text)
 
 
 class _Missing(dict):

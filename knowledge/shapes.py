@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from ascend_doctor.casefold import fold
 
-from . import _Missing, _tomllib
+from . import _tomllib, fill
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def shapes() -> list[str]:
 
 
 def _fill(d: Mapping[str, Any], prefix: str, groups: Mapping[str, str]) -> dict[str, str]:
-    return {lang: str(d[prefix + lang]).format_map(_Missing(groups))
+    return {lang: fill(str(d[prefix + lang]), groups)
             for lang in ("en", "zh") if d.get(prefix + lang)}
 
 
