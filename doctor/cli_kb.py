@@ -83,7 +83,42 @@ def render_entry(e, lang: str, versions: dict[str, str] | None) -> str:
     if e.signatures:
         out += ["", tt(lang, "Log signatures:")] + [f"  /{s}/" for s in e.signatures]
     out += ["", tt(lang, "Sources: {sources}", sources="; ".join(e.sources))]
+    out.append(tt(lang, "source: {origin}; confidence {conf}",
+                  origin=f"curated entry (knowledge/{e.domain}.toml)"
+                  + (f", causes {', '.join(e.causes)}" if e.causes else ""),
+                  conf="0.90" if not e.generic else "0.40"))
     return "\n".join(out) + "\n"
+
+
+def _explain_code(ident: str, lang: str, as_json: bool) -> bool:
+    """A documented code no curated entry knows (507013, EI0006, -8005, hccl:7): its table's
+    meaning, first step and document. False when no table knows it."""
+    from ascend_doctor.knowledge import codes
+
+    key = ident.strip()
+    table = ("hccl" if key.lower().startswith("hccl:") else "dcmi" if key.startswith("-")
+             else "acl" if key.isdigit() else "cann")
+    code = key.split(":", 1)[1] if table == "hccl" else key.upper() if table == "cann" else key
+    shape = {"hccl": r"\d{1,2}", "dcmi": r"-\d{4,5}", "acl": r"\d{6}", "cann": r"[EW][0-9A-Z]\d{4}"}
+    if not re.fullmatch(shape[table], code):
+        return False
+    c = codes.lookup(table, code)
+    if c is None:
+        return False
+    if as_json:
+        click.echo(json.dumps({"id": f"{c.table}:{c.code}", "code": c.code, "table": c.table,
+                               "exact": c.exact, "meaning": c.text(lang),
+                               "steps": [s for s in (c.first_step(lang),) if s],
+                               "answer_source": {"source": "code-table", "document": c.source}},
+                              indent=2, ensure_ascii=False))
+        return True
+    click.echo(f"{c.code}  [{c.table}]  {c.text(lang)}")
+    if c.first_step(lang):
+        click.echo("  1. " + c.first_step(lang))
+    click.echo(tt(lang, "source: {origin}; confidence {conf}",
+                  origin=f"error-code table {c.table} ({c.source})",
+                  conf="0.70" if c.exact else "0.30"))
+    return True
 
 
 def _versions_for(root, bundle, demo, given) -> dict[str, str] | None:
@@ -124,6 +159,8 @@ def explain_cmd(ident: str, lang: str | None, as_json: bool, root, bundle, demo,
     kb = load()
     found = kb.lookup(ident) or sorted((e for e in kb.entries.values() if ident in e.checks),
                                        key=lambda e: e.id)  # a check id: what it may raise
+    if not found and _explain_code(ident, lang, as_json):
+        return
     if not found:
         near = [e.id for e in kb.search(ident)][:5]
         raise UsageError(tt(lang, "no knowledge entry {ident}", ident=repr(ident))
@@ -134,6 +171,7 @@ def explain_cmd(ident: str, lang: str | None, as_json: bool, root, bundle, demo,
         docs = []
         for e in found:
             d = e.to_dict(lang)
+            d["answer_source"] = {"source": "curated", "file": f"knowledge/{e.domain}.toml"}
             if versions is not None:
                 d["versions"] = versions
                 d["advice_for_versions"] = e.advice_for(versions, lang)
