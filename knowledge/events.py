@@ -166,6 +166,9 @@ def events(lines: Iterable[tuple[int, str]]) -> list[Event]:
             out.append(Event("warning", [ln], ln))
         i += 1
     _defer_wrappers(out, parsed)
+    for ev in out:  # a traceback ending in EngineDeadError is the engine's death
+        if ev.kind == "traceback" and DEATH.search(ev.cause.body):
+            ev.kind = "death"
     _count_repeats(out)
     _link_deaths(out)
     return out
@@ -282,16 +285,20 @@ def _link_deaths(evs: list[Event]) -> None:
                     and not CONSEQUENCE.search(nxt.cause.body):
                 cause = nxt
                 break
-        if cause is None:
+        # before it: the nearest exception, code or loader/OS message of the engine's
+        # processes; a plain ERROR line ("Dumping scheduler stats") only when there is none
+        for kinds in (("traceback", "code", "shape"), ("error",)):
+            if cause is not None:
+                break
             for prev in reversed(evs[:k]):
                 if ev.cause.n - prev.cause.n > DEATH_BEFORE:
                     break
                 if ev.cause.ts is not None and prev.cause.ts is not None \
                         and ev.cause.ts - prev.cause.ts > DEATH_SECONDS:
                     break
-                if prev.kind in ("traceback", "code", "shape", "error") \
-                        and _same_family(fam, prev) \
-                        and prev.kind != "death" and not CONSEQUENCE.search(prev.cause.body):
+                if prev.kind in kinds and _same_family(fam, prev) \
+                        and not DEATH.search(prev.cause.body) \
+                        and not CONSEQUENCE.search(prev.cause.body):
                     cause = prev
                     break
         if cause is not None:
