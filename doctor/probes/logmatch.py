@@ -167,6 +167,6 @@ def scan_source(host: Host, sources: LogSources, lf: LogFile, kb,
 
 @provider
 def gather_log_matches(host: Host, sources: LogSources, know: Knowledge,
-                       stack: "StackIndex | None" = None) -> LogMatches:
+                       stack: StackIndex | None = None) -> LogMatches:
     return LogMatches(tuple(scan_source(host, sources, lf, know.kb, stack)
                             for lf in sources.files))
