@@ -39,7 +39,7 @@ def _severity(value: str) -> Severity:
 
 
 @check("logs.signatures", title="Known error signatures in the service's logs",
-       category=Category.LOGS, tags=("logs", "service"), timeout=60.0)
+       category=Category.LOGS, tags=("logs", "service"), timeout=120.0)
 def signatures(logs: LogMatches) -> Iterator[Finding]:
     for fm in logs.files:
         yield from _file_findings(fm)
@@ -59,6 +59,8 @@ def _file_findings(fm: LogFileMatches) -> Iterator[Finding]:
                              why=fm.cut),
                            subject=lf.path, evidence={"path": lf.path, "read_to": fm.read_to,
                                                       "size": fm.size, "cut": fm.cut})
+    verdict = fm.verdict
+    answers = {a.key: a for a in (verdict.answers if verdict is not None else ())}
     for m in fm.matches:
         e = m.entry
         first_no, first = m.lines[0]
@@ -66,6 +68,11 @@ def _file_findings(fm: LogFileMatches) -> Iterator[Finding]:
         # a memory failure's fix follows its cause (capacity: lower a flag; fragmentation:
         # the expandable allocator), read from the matched line
         fix_id, fix_params = fix_for(e.id, e.fix, first)
+        a = answers.get(e.id)
+        origin = ({"source": a.source, "how": a.how, "confidence": round(a.confidence, 2),
+                   "decisive": a.decisive} if a is not None else
+                  {"source": "curated", "how": "signature", "confidence": None,
+                   "decisive": False})
         yield Finding.make(
             status_for(sev),
             T("{path}: {count} line(s) match {entry} ({title}); first at line {line}: {text}",
@@ -74,12 +81,14 @@ def _file_findings(fm: LogFileMatches) -> Iterator[Finding]:
             severity=sev, subject=lf.path,
             evidence={"path": lf.path, "origin": lf.origin, "entry": e.id,
                       "lines": [{"line": n, "text": redact_text(t)} for n, t in m.lines],
-                      "groups": {k: redact_text(v) for k, v in m.groups.items()}},
+                      "groups": {k: redact_text(v) for k, v in m.groups.items()},
+                      "answer": origin},
             kb=e.id, fix=fix_id, fix_params=fix_params,
             # entries matching the same line describe one event: one problem
             cause=f"logs.line:{lf.path}:{first_no}",
             # an HCCL timeout on a node whose RoCE port is down is that port (checks/hccn.py)
             explained_by=explained_by_roce(e.aliases))
+    yield from _decisive_findings(fm, {m.entry.id for m in fm.matches})
     st = fm.last_stats
     if st is not None:
         ev = {"path": lf.path, "line": st.line_no, "running": st.running,
@@ -99,8 +108,40 @@ def _file_findings(fm: LogFileMatches) -> Iterator[Finding]:
             yield Finding.info(T("last stats line ({path}:{line}): {running} running, {waiting} "
                                  "waiting, KV cache {kv} %", **args),
                                subject=lf.path, evidence=ev)
-    if not fm.matches:
+    if not fm.matches and not (verdict is not None and verdict.answers):
         tail = T(" (last 256 MiB)") if lf.size and lf.size > TAIL_BYTES else ""
         yield Finding.passed(T("{path}: {lines} lines{tail}, no known signature", path=lf.path,
                                lines=fm.lines, tail=tail),
                              subject=lf.path, evidence={"path": lf.path, "lines": fm.lines})
+
+
+def _decisive_findings(fm: LogFileMatches, reported: set[str]) -> Iterator[Finding]:
+    """The decisive line when no curated entry explains it: the answer of the code table,
+    the message shape or the source index (with where it came from and how sure), or, with
+    nothing known, the line itself and the command to run next."""
+    v = fm.verdict
+    lf = fm.file
+    if v is None or v.decisive is None:
+        return
+    first = next((a for a in v.answers if a.decisive), None)
+    if first is not None and first.entry is not None and first.entry.id in reported:
+        return  # the curated finding above is the decisive answer
+    d = v.decisive
+    line = redact_text(d.text.strip())[:160]
+    ev = {"path": lf.path, "line": d.n, "text": redact_text(d.text),
+          "source_index": dict(v.index)}
+    if first is None:
+        yield Finding.info(
+            T("{path}: decisive line {line}, no knowledge explains it: {text}; next: "
+              "{command}", path=lf.path, line=d.n, text=line, command=v.next_command()),
+            subject=lf.path, evidence={**ev, "answer": None}, cause=f"logs.line:{lf.path}:{d.n}")
+        return
+    yield Finding.warn(
+        T("{path}: decisive line {line}: {title} (source: {origin}; confidence {conf})",
+          path=lf.path, line=d.n, title=redact_text(first.title()), origin=first.origin(),
+          conf=f"{first.confidence:.2f}"),
+        subject=lf.path, kb=first.entry.id if first.entry is not None else None,
+        evidence={**ev, "answer": {"source": first.source, "how": first.how, "id": first.key,
+                                   "confidence": round(first.confidence, 2),
+                                   "steps": first.steps()}},
+        cause=f"logs.line:{lf.path}:{d.n}")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any, Iterable, Iterator
 
@@ -88,7 +89,42 @@ def render_entry(e, lang: str, versions: dict[str, str] | None) -> str:
     if e.signatures:
         out += ["", tt(lang, "Log signatures:")] + [f"  /{s}/" for s in e.signatures]
     out += ["", tt(lang, "Sources: {sources}", sources="; ".join(e.sources))]
+    out.append(tt(lang, "source: {origin}; confidence {conf}",
+                  origin=f"curated entry (knowledge/{e.domain}.toml)"
+                  + (f", causes {', '.join(e.causes)}" if e.causes else ""),
+                  conf="0.90" if not e.generic else "0.40"))
     return "\n".join(out) + "\n"
+
+
+def _explain_code(ident: str, lang: str, as_json: bool) -> bool:
+    """A documented code no curated entry knows (507013, EI0006, -8005, hccl:7): its table's
+    meaning, first step and document. False when no table knows it."""
+    from ascend_doctor.knowledge import codes
+
+    key = ident.strip()
+    table = ("hccl" if key.lower().startswith("hccl:") else "dcmi" if key.startswith("-")
+             else "acl" if key.isdigit() else "cann")
+    code = key.split(":", 1)[1] if table == "hccl" else key.upper() if table == "cann" else key
+    shape = {"hccl": r"\d{1,2}", "dcmi": r"-\d{4,5}", "acl": r"\d{6}", "cann": r"[EW][0-9A-Z]\d{4}"}
+    if not re.fullmatch(shape[table], code):
+        return False
+    c = codes.lookup(table, code)
+    if c is None:
+        return False
+    if as_json:
+        click.echo(json.dumps({"id": f"{c.table}:{c.code}", "code": c.code, "table": c.table,
+                               "exact": c.exact, "meaning": c.text(lang),
+                               "steps": [s for s in (c.first_step(lang),) if s],
+                               "answer_source": {"source": "code-table", "document": c.source}},
+                              indent=2, ensure_ascii=False))
+        return True
+    click.echo(f"{c.code}  [{c.table}]  {c.text(lang)}")
+    if c.first_step(lang):
+        click.echo("  1. " + c.first_step(lang))
+    click.echo(tt(lang, "source: {origin}; confidence {conf}",
+                  origin=f"error-code table {c.table} ({c.source})",
+                  conf="0.70" if c.exact else "0.30"))
+    return True
 
 
 def _versions_for(root, bundle, demo, given) -> dict[str, str] | None:
@@ -129,6 +165,8 @@ def explain_cmd(ident: str, lang: str | None, as_json: bool, root, bundle, demo,
     kb = load()
     found = kb.lookup(ident) or sorted((e for e in kb.entries.values() if ident in e.checks),
                                        key=lambda e: e.id)  # a check id: what it may raise
+    if not found and _explain_code(ident, lang, as_json):
+        return
     if not found:
         near = [e.id for e in kb.search(ident)][:5]
         raise UsageError(tt(lang, "no knowledge entry {ident}", ident=repr(ident))
@@ -139,6 +177,7 @@ def explain_cmd(ident: str, lang: str | None, as_json: bool, root, bundle, demo,
         docs = []
         for e in found:
             d = e.to_dict(lang)
+            d["answer_source"] = {"source": "curated", "file": f"knowledge/{e.domain}.toml"}
             if versions is not None:
                 d["versions"] = versions
                 d["advice_for_versions"] = e.advice_for(versions, lang)
@@ -234,7 +273,8 @@ def kb_lint(files: tuple[str, ...], corpus_dir: str | None, lang: str | None) ->
     corpus = corpus_lines(corpus_dir)
     refs = {"check_ids": set(Registry.discover(plugins=False).checks),
             "fix_ids": set(recipes), "fix_params": {k: r.params for k, r in recipes.items()},
-            "corpus": corpus, "negatives": corpus_lines(corpus_dir, "quiet")}
+            "corpus": corpus, "negatives": corpus_lines(corpus_dir, "quiet"),
+            "cause_keys": cause_keys()}
     todo = ([(os.path.basename(f), open(f, "rb").read()) for f in files] if files else
             [(n, r) for n, r in data_files() if n != "compat.toml"])
     problems = [p for name, raw in todo for p in validate_file(name, raw, **refs)]
@@ -247,6 +287,20 @@ def kb_lint(files: tuple[str, ...], corpus_dir: str | None, lang: str | None) ->
     click.echo(tt(lang, "{files} files, {lines} corpus lines, {problems} problems",
                   files=len(todo), lines=len(corpus), problems=len(problems)), err=True)
     sys.exit(1 if problems else 0)
+
+
+def cause_keys() -> set[str] | None:
+    """The cause keys of the thread corpus (tests/corpus/threads/CAUSES.md) when the source
+    tree has it; None: not checked (an installed doctor has no tests)."""
+    import re as _re
+    from pathlib import Path
+
+    f = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "threads" / "CAUSES.md"
+    try:
+        text = f.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return set(_re.findall(r"^\| `([a-z0-9-]+)` \|", text, _re.M)) or None
 
 
 def corpus_lines(corpus_dir: str | None = None, kind: str = "triage") -> list[str]:
@@ -264,33 +318,104 @@ def corpus_lines(corpus_dir: str | None = None, kind: str = "triage") -> list[st
     return out
 
 
-def _chunks(source: str) -> Iterator[str]:
-    """The input as text chunks ending at a newline (knowledge/gate.py ``text_chunks``)."""
-    from ascend_doctor.knowledge.gate import text_chunks
+SMALL_PASTE = 1 << 20  # an input this small is read whole: a paste's wrapped lines, frames
+MAX_KEPT_BYTES = 16 << 20  # candidate lines kept for the event reading (the most recent)
+LINE_OVERHEAD = 400  # what a kept line costs besides its text (str, tuple, its parsed form)
+KEPT_LINE = 4096  # bytes of a kept line the event reading looks at
 
-    return _lines(source, text_chunks)
+
+class _Prefixed:
+    """A binary stream with bytes already read put back in front."""
+
+    def __init__(self, head: bytes, rest) -> None:
+        self.head, self.rest = head, rest
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            out, self.head = (self.head, b"") if n < 0 or n >= len(self.head) else \
+                (self.head[:n], self.head[n:])
+            return out
+        return self.rest.read(n)
+
+    def seek(self, *_a) -> None:  # never asked: the size is unknown (no tail seek)
+        raise OSError("not seekable")
 
 
-def _lines(source: str, split=iter) -> Iterator[str]:
+def _open_binary(source: str):
+    """The input as a binary stream: stdin, a file, or a gzip-compressed rotated log."""
     if source == "-":
-        stream = click.get_text_stream("stdin", errors="replace")
-        yield from split(stream)
-        return
+        return click.get_binary_stream("stdin")
     try:
-        if source.endswith(".gz"):  # rotated logs
+        if source.endswith(".gz"):
             import gzip
-            fh = gzip.open(source, "rt", encoding="utf-8", errors="replace")
-        else:
-            fh = open(source, "r", encoding="utf-8", errors="replace")
+            return gzip.open(source, "rb")
+        return open(source, "rb")
     except OSError as exc:
         raise DoctorError(tt(default_lang(), "cannot read {source}: {reason}", source=source,
                              reason=exc.strerror or exc)) from None
-    with fh:
+
+
+def read_log(source: str, kb, prefer: str | None = None):
+    """(candidate lines for the event reading, curated matches over every candidate, the
+    scan's counts) of a log, streamed with bounded memory."""
+    from collections import deque
+
+    from ascend_doctor.probes.logmatch import prefilter
+    from ascend_doctor.probes.logs import EVENT_PATTERN, LogScan, scan_engine, scan_lines
+
+    pre = prefilter(kb, events=True)
+    scan = LogScan()
+    kept: deque = deque()
+    kept_bytes = 0
+    fh = _open_binary(source)
+    try:
         try:
-            yield from split(fh)
+            head = fh.read(SMALL_PASTE + 1)
         except (OSError, EOFError) as exc:  # truncated or corrupt .gz
             raise DoctorError(tt(default_lang(), "cannot read {source}: {reason}",
                                  source=source, reason=exc)) from None
+        small = len(head) <= SMALL_PASTE
+        stream = _Prefixed(head, fh)
+        pats = (re.compile(EVENT_PATTERN.pattern),)
+        engine = scan_engine(pre.literals, prefer, pats) if prefer else None
+
+        def tee():
+            nonlocal kept_bytes
+            for n, line in scan_lines(stream, None, pre, scan, engine, every=small,
+                                      patterns=pats):
+                short = line[:KEPT_LINE]
+                kept.append((n, short))
+                kept_bytes += len(short) + LINE_OVERHEAD
+                while kept_bytes > MAX_KEPT_BYTES:
+                    kept_bytes -= len(kept.popleft()[1]) + LINE_OVERHEAD
+                yield n, line
+
+        try:
+            matches = kb.match_lines((), numbered=tee())
+        except (OSError, EOFError) as exc:  # truncated or corrupt .gz
+            raise DoctorError(tt(default_lang(), "cannot read {source}: {reason}",
+                                 source=source, reason=exc)) from None
+    finally:
+        if source != "-":
+            fh.close()
+    return list(kept), matches, scan
+
+
+def source_index_for(sites: tuple[str, ...]):
+    """The source index of the stack installed under ``sites`` (site-packages dirs), and
+    what to say about it; (None, why) when nothing was named or found."""
+    if not sites:
+        return None, {"available": False, "reason": "no installed stack named (--site "
+                      "DIR, the service's site-packages): a pasted log or a bundle has none"}
+    from ascend_doctor.knowledge.srcindex import SourceIndex
+    from ascend_doctor.probes.srcindex import index_local
+
+    index = index_local(sites)
+    if index is None or not index.sites:
+        return None, {"available": False, "reason": "none of vllm, vllm_ascend, torch_npu "
+                      "is installed under " + ", ".join(sites)}
+    assert isinstance(index, SourceIndex)
+    return index, {"available": True, "packages": index.packages}
 
 
 # what to run when no signature matched: the host's own libraries and stack explain most
@@ -308,45 +433,92 @@ Examples:
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
               help="Language [default: from LANG/LC_ALL].")
 @click.option("--json", "as_json", is_flag=True, help="The answer as JSON.")
-@click.option("--limit", type=int, default=5, show_default=True, help="Entries to show.")
-def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int) -> None:
-    """Match a pasted traceback or a log (streamed) against known signatures.
+@click.option("--limit", type=int, default=5, show_default=True, help="Answers to show.")
+@click.option("--site", "sites", multiple=True, type=click.Path(file_okay=False, exists=True),
+              help="The serving stack's site-packages: trace lines to the raise and log "
+                   "sites of its vllm / vllm_ascend / torch_npu (indexed once per version).")
+def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int,
+               sites: tuple[str, ...]) -> None:
+    """Read a pasted traceback or a log (streamed) as events and explain the decisive one:
+    a curated entry, a documented error code, a loader/OS/Python message shape, or the
+    raise site in the installed stack (--site), each with where it came from.
 
-    Exit 0 when an entry matched, 1 when nothing did, 2 when the input cannot be read.
+    Exit 0 when something explained it, 1 when nothing did, 2 when the input cannot be read.
     """
     from ascend_doctor.knowledge import load
-    from ascend_doctor.knowledge.gate import match_chunks
+    from ascend_doctor.knowledge.decide import decide
 
     lang = lang or default_lang()
-    # match_lines on the lines it could use, found by one scan per chunk
-    matches = match_chunks(load(), _chunks(source))[:max(limit, 1)]
+    kb = load()
+    lines, matches, scan = read_log(source, kb)
+    index, note = source_index_for(sites)
+    verdict = decide(kb, lines, index, note, matches)
+    answers = verdict.answers[:max(limit, 1)]
+    d = verdict.decisive
+    decisive = {"line": d.n, "text": redact_text(d.text)} if d is not None else None
     if as_json:
-        click.echo(json.dumps({"source": source, "matches": [
-            {"id": m.entry.id, "score": round(m.score, 3), "title": m.entry.text("title", lang),
-             "message": redact_text(m.entry.render_message(m.groups, lang)),
-             "groups": {k: redact_text(v) if isinstance(v, str) else v
-                        for k, v in dict(m.groups).items()},
-             "lines": [{"line": n, "text": redact_text(t)} for n, t in m.lines],
-             "steps": m.entry.steps_for(lang), "fix": m.entry.fix} for m in matches]},
-            indent=2, ensure_ascii=False))
-    elif not matches:
+        by_id = {m.entry.id: m for m in verdict.matches}
+        curated = [a for a in answers if a.entry is not None]
+        click.echo(json.dumps({
+            "source": source, "lines": scan.lines,
+            "cut": {"lines": scan.cut_lines, "bytes": scan.cut_bytes},
+            "decisive": decisive, "source_index": note,
+            "answers": [_redacted(a.to_dict(lang)) for a in answers],
+            "matches": [_match_doc(a, by_id.get(a.entry.id), lang) for a in curated],
+            "next": verdict.next_command()}, indent=2, ensure_ascii=False))
+    elif not answers:
         click.echo(tt(lang, "no known signature matched"))
+        if d is not None:
+            click.echo(tt(lang, "decisive line {n}: {text}", n=d.n,
+                          text=neutralise(redact_text(d.text.strip())[:200])))
         click.echo(tr(NEXT_STEP, lang))
     else:
-        for rank, m in enumerate(matches, 1):
-            msg = neutralise(redact_text(m.entry.render_message(m.groups, lang)))
-            click.echo(f"{rank}. {m.entry.id}  {msg}  "
-                       + tt(lang, "(score {score})", score=f"{m.score:.2f}"))
-            for n, t in m.lines:
+        for rank, a in enumerate(answers, 1):
+            msg = neutralise(redact_text(a.title(lang)))
+            click.echo(f"{rank}. {a.key}  {msg}  "
+                       + tt(lang, "(score {score})", score=f"{a.confidence:.2f}"))
+            click.echo("     " + tt(lang, "source: {origin}; confidence {conf}",
+                                    origin=a.origin(), conf=f"{a.confidence:.2f}"))
+            for n, t in a.shown_lines():
                 # a log line is hostile: redact it first, cut it, show its controls as text
                 click.echo("     " + tt(lang, "line {n}: {text}", n=n,
                                         text=neutralise(redact_text(t.strip())[:200])))
-            for i, s in enumerate(m.entry.steps_for(lang), 1):
+            for i, s in enumerate(a.steps(lang), 1):
                 click.echo(f"     {i}) {s}")
-            if m.entry.fix:
-                click.echo("     " + tt(lang, "fix: {cmd}", cmd=f"ascend-doctor fix {m.entry.fix}"))
-            click.echo("     " + tt(lang, "more: {cmd}", cmd=f"ascend-doctor explain {m.entry.id}"))
-    sys.exit(0 if matches else 1)
+            if a.entry is not None:
+                if a.entry.fix:
+                    click.echo("     " + tt(lang, "fix: {cmd}", cmd=f"ascend-doctor fix {a.entry.fix}"))
+                click.echo("     " + tt(lang, "more: {cmd}", cmd=f"ascend-doctor explain {a.entry.id}"))
+        if d is not None and not answers[0].decisive:  # the first answer is about another line
+            click.echo(tt(lang, "decisive line {n}: {text}", n=d.n,
+                          text=neutralise(redact_text(d.text.strip())[:200])))
+    if not note.get("available") and not as_json:
+        click.echo(tt(lang, "source index: not available ({reason})",
+                      reason=note.get("reason", "")), err=True)
+    if scan.cut_lines:
+        click.echo(tt(lang, "{n} line(s) longer than 64 KiB were cut ({bytes} bytes not read)",
+                      n=scan.cut_lines, bytes=scan.cut_bytes), err=True)
+    sys.exit(0 if answers else 1)
+
+
+def _redacted(d: dict) -> dict:
+    d["line"]["text"] = redact_text(d["line"]["text"])
+    d["title"] = redact_text(d["title"])
+    return d
+
+
+def _match_doc(a, m, lang: str) -> dict:
+    """A curated answer in the shape `triage --json` has always had (``matches``)."""
+    e = a.entry
+    lines = a.shown_lines()
+    return {"id": e.id, "score": round(m.score, 3) if m is not None else 0.0,
+            "confidence": round(a.confidence, 2), "source": a.source, "how": a.how,
+            "title": e.text("title", lang),
+            "message": redact_text(e.render_message(a.groups, lang)),
+            "groups": {k: redact_text(v) if isinstance(v, str) else v
+                       for k, v in a.groups.items()},
+            "lines": [{"line": n, "text": redact_text(t)} for n, t in lines],
+            "steps": e.steps_for(lang, a.groups), "fix": e.fix, "causes": list(e.causes)}
 
 
 COMMANDS = (explain_cmd, kb_group, triage_cmd)

@@ -30,7 +30,7 @@ import re
 import stat as _stat
 from typing import BinaryIO
 
-from .record import dataclass
+from dataclasses import dataclass
 
 _PATH = getattr(os, "O_PATH", 0o10000000)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)

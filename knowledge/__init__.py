@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 
 
 def _tomllib() -> Any:
-    """tomllib (tomli before 3.11), imported when a file is parsed: a run that finds the
-    parsed KB in its user cache (knowledge/cache.py) reads no TOML."""
+    """tomllib (tomli before 3.11)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
@@ -63,6 +62,8 @@ class Entry:
     # failed. See root cause above"): triage quotes that line as the {cause} group
     cause_above: bool = False
     examples: tuple[str, ...] = ()  # real log lines its signatures must match (kb lint)
+    # the root causes (tests/corpus/threads/CAUSES.md keys) its first step fixes
+    causes: tuple[str, ...] = ()
 
     def advice_for(self, versions: Mapping[str, str | None], lang: str = "en") -> list[str]:
         """The advice texts whose ``when`` holds for ``versions`` (unknown version: not held).
@@ -88,7 +89,7 @@ class Entry:
     def render_message(self, groups: Mapping[str, str], lang: str = "en") -> str:
         """The triage message with the signature's named groups filled in."""
         tmpl = pick(self.message, lang) if self.message else self.text("title", lang)
-        return tmpl.format_map(_Missing(groups))
+        return fill(tmpl, groups)
 
     def to_dict(self, lang: str | None = None) -> dict[str, Any]:
         """A JSON-able view; with ``lang`` the texts are resolved to that language."""
@@ -104,25 +105,68 @@ class Entry:
                 "advice": [{"when": dict(a.get("when", {})),
                             **({"text": pick(a, lang)} if lang else
                                {k: a[k] for k in LANGS if k in a})} for a in self.advice],
-                "sources": list(self.sources)}
+                "sources": list(self.sources), "causes": list(self.causes)}
 
     def text(self, name: str, lang: str = "en") -> str:
         value = getattr(self, name)
         return value.get(lang) or value.get("en") or next(iter(value.values()), "")
 
-    def steps_for(self, lang: str = "en") -> list[str]:
-        """Numbered step texts, each with its literal command when it has one."""
+    def steps_for(self, lang: str = "en", groups: Mapping[str, str] | None = None) -> list[str]:
+        """Numbered step texts, each with its literal command when it has one.
+
+        With ``groups`` (what the log line said) a step's ``{name}`` is filled in and a step
+        whose ``when_value`` does not hold for the value found is left out: advice depends
+        on the value ("lower to 0.85" is never given to a service already at 0.6).
+        """
         out = []
         for s in self.steps:
+            if groups is not None and value_holds(s.get("when_value"), groups) is False:
+                continue
             t = s.get(lang) or s.get("en", "")
+            if groups:
+                t = fill(t, groups)
             if s.get("cmd"):
-                t = f"{t} `{s['cmd']}`"
+                cmd = fill(s["cmd"], groups) if groups else s["cmd"]
+                t = f"{t} `{cmd}`"
             out.append(t)
         return out
 
     @functools.cached_property
     def compiled(self) -> tuple[re.Pattern[str], ...]:
         return tuple(re.compile(p, re.IGNORECASE | re.MULTILINE) for p in self.signatures)
+
+
+_VALUE_COND = re.compile(r"^\s*(\w+)\s*(<=|>=|<|>|==|!=)\s*(-?[\d.]+)\s*$")
+
+
+def value_holds(cond: Any, groups: Mapping[str, str]) -> bool | None:
+    """``"utilization < 0.95"`` against the captured groups: True/False (False too when the
+    log did not give the value: the step needs it), None when there is no condition or it
+    is not of that form, or the value is not a number (the step is then shown)."""
+    if not isinstance(cond, str):
+        return None
+    m = _VALUE_COND.match(cond)
+    if not m:
+        return None
+    if not groups.get(m.group(1)):
+        return False
+    try:
+        found = float(str(groups[m.group(1)]).replace(",", "").rstrip("%"))
+        ref = float(m.group(3))
+    except ValueError:
+        return None
+    return {"<": found < ref, "<=": found <= ref, ">": found > ref, ">=": found >= ref,
+            "==": found == ref, "!=": found != ref}[m.group(2)]
+
+
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+def fill(text: str, groups: Mapping[str, str]) -> str:
+    """``{name}`` replaced by the group of that name; every other brace stays as written
+    (a command's `{print $1}` or `{"NPU": 8}`)."""
+    return _FIELD.sub(lambda m: str(groups[m.group(1)]) if groups.get(m.group(1)) else m.group(0),
+                      text)
 
 
 class _Missing(dict):
@@ -192,61 +236,13 @@ class Match:
     groups: Mapping[str, str]
 
 
-class _LazyFlat:
-    """(entry, compiled signature) by index, compiled on first use: a log touches a few of
-    the ~200 signatures, and compiling them all costs more than scanning a small log.
-    ``match_lines`` takes the entry (``refs``) only for a signature that matched: a cached
-    KB rebuilds an entry when first used."""
-
-    def __init__(self, entries: Mapping[str, Entry], refs: list[tuple[str, int]],
-                 patterns: list[str], literals: "list[str | None] | None" = None) -> None:
-        self.entries = entries
-        self.refs = refs  # (entry id, index of the signature in the entry)
-        self.patterns = patterns  # the signatures, in the same order
-        # what each needs in the folded text (``required_literal``), None: nothing known
-        self.literals = literals or [None] * len(patterns)
-        self.cache: dict[int, re.Pattern[str]] = {}
-
-    def __len__(self) -> int:
-        return len(self.refs)
-
-    def __getitem__(self, i: int) -> tuple[Entry, "re.Pattern[str]"]:
-        return self.entries[self.refs[i][0]], self.rx(i)
-
-    def rx(self, i: int) -> "re.Pattern[str]":
-        """Signature ``i`` compiled (with the flags of Entry.compiled)."""
-        rx = self.cache.get(i)
-        if rx is None:
-            rx = self.cache[i] = re.compile(self.patterns[i], re.IGNORECASE | re.MULTILINE)
-        return rx
-
-
-def _keys_ok(keys: Any, n: int) -> bool:
-    """``signature_keys``' document has one well-typed anchor and literal per signature."""
-    if not isinstance(keys, dict):
-        return False
-    anchors, literals = keys.get("anchors"), keys.get("literals")
-    return (isinstance(anchors, list) and isinstance(literals, list)
-            and len(anchors) == n and len(literals) == n
-            and all(isinstance(a, list) and len(a) == 2 and a[0] in ("word", "substring", "none")
-                    and isinstance(a[1], str) for a in anchors)
-            and all(lit is None or isinstance(lit, str) for lit in literals))
-
-
 class KnowledgeBase:
     def __init__(self, entries: Iterable[Entry]) -> None:
-        """``entries``: Entry objects, or the cache's ``LazyEntries`` (by id, each rebuilt
-        when first used; its header holds every signature, so matching decodes none)."""
-        if hasattr(entries, "signatures") and isinstance(entries, Mapping):
-            self.entries: Mapping[str, Entry] = entries  # ids already unique
-            self._sig_lists: list[list[str]] = entries.signatures  # type: ignore[attr-defined]
-            return
-        self.entries = {}
+        self.entries: dict[str, Entry] = {}
         for e in entries:
             if e.id in self.entries:
                 raise ValueError(f"duplicate knowledge id {e.id}")
             self.entries[e.id] = e
-        self._sig_lists = [list(e.signatures) for e in self.entries.values()]
 
     def get(self, id: str) -> Entry | None:
         """An entry by id (any case) or by one of its aliases (EZ9999, 207018, ...)."""
@@ -284,47 +280,24 @@ class KnowledgeBase:
             scored.append((-score, e.id, e))
         return [e for _, _, e in sorted(scored, key=lambda t: (t[0], t[1]))]
 
-    def _flat(self) -> tuple[list[tuple[Entry, "re.Pattern[str]"]], Any]:
-        """Every (entry, compiled signature) in entry order, and the gate over them."""
+    def _flat(self) -> tuple[list[tuple[str, "re.Pattern[str]"]], list[str]]:
+        """Every (entry id, compiled signature) in entry order, and the literal each needs
+        in the folded line (``probes.logs.required_literal``)."""
         if not hasattr(self, "_flat_cache"):
-            from .gate import Anchor, Gate
-            pats, keys = self.signatures(), self.signature_keys()
-            flat = _LazyFlat(self.entries, [(i, k) for i, sigs in zip(self.entries, self._sig_lists)
-                                            for k in range(len(sigs))], pats, keys["literals"])
-            anchors = [Anchor(kind, text) for kind, text in keys["anchors"]]
-            self._flat_cache = (flat, Gate(pats, anchors))
+            from ascend_doctor.probes.logs import required_literal
+
+            flat = [(e.id, rx) for e in self.entries.values() for rx in e.compiled]
+            lits = [required_literal(p) or "" for p in self.signatures()]
+            self._flat_cache = (flat, lits)
         return self._flat_cache
 
     def signatures(self) -> list[str]:
-        """Every signature, in entry order (the order of ``_flat`` and ``signature_keys``)."""
-        return [p for sigs in self._sig_lists for p in sigs]
+        """Every signature, in entry order (the order of ``_flat`` and ``literals``)."""
+        return [p for e in self.entries.values() for p in e.signatures]
 
-    def signature_keys(self) -> dict[str, list]:
-        """Per signature (``signatures()`` order) its gate anchor ``[kind, text]`` and the
-        literal the log prefilter needs (``required_literal``, or None).
-
-        Both come from parsing every pattern (~6 ms per run), so they are kept in the
-        user cache next to the parsed KB, keyed by the patterns and the code deriving them.
-        """
-        if not hasattr(self, "_keys_cache"):
-            from ascend_doctor.probes import logs as _logs
-
-            from . import cache, gate
-
-            pats = self.signatures()
-
-            def derive(_raw: bytes) -> dict[str, list]:
-                return {"anchors": [[a.kind, a.text] for a in map(gate.anchor, pats)],
-                        "literals": [_logs.required_literal(p) for p in pats]}
-
-            raw = "\0".join(pats).encode("utf-8", "surrogatepass")
-            keys = cache.load_doc("signature-keys", raw, derive,
-                                  (gate.__file__, _logs.__file__, cache.__file__),
-                                  kind="derived")
-            if not _keys_ok(keys, len(pats)):
-                keys = derive(raw)  # a cache of another shape
-            self._keys_cache = keys
-        return self._keys_cache
+    def literals(self) -> list[str | None]:
+        """Per signature the literal every match contains (lower-cased), or None."""
+        return [lit or None for lit in self._flat()[1]]
 
     def match_lines(self, lines: Iterable[str], limit_lines_per_entry: int = 5,
                     numbered: Iterable[tuple[int, str]] | None = None) -> list[Match]:
@@ -335,34 +308,27 @@ class KnowledgeBase:
         a tier entries rank by how many distinct lines they match, ties on how much of one
         line their signatures explain, then the id. A reporter's paste that wrapped a long
         line is matched joined with the line after it; CANN's ``runtime result = N`` is read
-        as torch_npu's ``error code is N``. A literal pre-filter (knowledge/gate.py) skips
-        the regexes that cannot match a line.
+        as torch_npu's ``error code is N``. A signature whose required literal is not in
+        the line is not tried.
         """
         hits: dict[str, list[tuple[int, str]]] = {}
         groups: dict[str, dict[str, str]] = {}
         counts: dict[str, int] = {}
         span: dict[str, int] = {}  # most text of one line explained: more specific
-        flat, gate = self._flat()
-        literals = flat.literals
+        flat, literals = self._flat()
 
         def scan(text: str) -> dict[str, int]:
             """Per entry, the matched length its signatures explain in ``text``."""
             covered: dict[str, int] = {}
             found_groups: dict[str, dict[str, str]] = {}
-            low = None
-            for i in sorted(set(gate.candidates(text))):
-                # the literal the line prefilter relies on, per signature: a signature
-                # whose literal is not in the text cannot match it (not compiled for it)
-                lit = literals[i]
-                if lit is not None:
-                    if low is None:
-                        low = fold(text)
-                    if lit not in low:
-                        continue
-                m = flat.rx(i).search(text)
+            low = fold(text)
+            for i, lit in enumerate(literals):
+                if lit not in low:  # "" (no literal known) is in every line
+                    continue
+                eid, rx = flat[i]
+                m = rx.search(text)
                 if not m:
                     continue
-                eid = flat.refs[i][0]  # the entry itself only when it matched
                 covered[eid] = covered.get(eid, 0) + max(m.end() - m.start(), 1)
                 found_groups.setdefault(eid, {}).update(
                     {k: v for k, v in m.groupdict().items() if v})
@@ -379,11 +345,9 @@ class KnowledgeBase:
                 span[eid] = max(span.get(eid, 0), width)
 
         window: list[tuple[int, str, set[str]]] = []  # the last _JOIN_LINES lines
-        last_exc: tuple[int, str, str] | None = None  # nearest exception: (n, text, raw)
-        cause_at: dict[str, tuple[int, str, str] | None] = {}
         last = 0
-        # ``numbered``: (line number, line) with gaps where knowledge/gate.py
-        # ``numbered_candidates`` left lines out; none of them could join the line after a gap
+        # ``numbered``: (line number, line) with gaps where a prefilter left lines out; a
+        # line after a gap joins nothing before it
         for n, raw in (enumerate(lines, 1) if numbered is None else numbered):
             if n != last + 1:
                 window = []
@@ -391,14 +355,6 @@ class KnowledgeBase:
             line = _normalized(raw)
             covered = scan(line)
             record(covered, n, raw)
-            above = [eid for eid in covered if self.entries[eid].cause_above]
-            for eid in above:
-                cause_at.setdefault(eid, last_exc)
-            if not above and ": " in raw and ("Error" in raw or "Exception" in raw
-                                              or "Exit" in raw):  # cheap before the regex
-                exc = _EXCEPTION_LINE.search(raw)
-                if exc:
-                    last_exc = (n, exc.group("exc").strip()[:300], raw.rstrip("\n")[:500])
             window = [*window[max(len(window) - _JOIN_LINES + 1, 0):], (n, line, set(covered))]
             if _RECORD_START.match(raw) or sum(len(t) for _, t, _ in window) > _JOIN_MAX:
                 window = window[-1:]
@@ -418,10 +374,6 @@ class KnowledgeBase:
                 record(joined, part[0][0], spaced)
                 part[0][2].update(joined)
         out = []
-        for eid, found in cause_at.items():
-            groups.setdefault(eid, {})["cause"] = found[1] if found else NO_CAUSE_ABOVE
-            if found and (found[0], found[2]) not in hits[eid]:
-                hits[eid].append((found[0], found[2]))  # the quoted line, with its number
         for eid, cnt in counts.items():
             e = self.entries[eid]
             specificity = min(span.get(eid, 0) / 200.0, 0.99)
@@ -463,7 +415,7 @@ def _entry_from(d: Mapping[str, Any], domain: str) -> Entry:
                  severity=d.get("severity", "medium"), domain=domain,
                  message=d.get("message", {}), generic=bool(d.get("generic", False)),
                  cause_above=bool(d.get("cause_above", False)),
-                 examples=tuple(d.get("examples", ())))
+                 examples=tuple(d.get("examples", ())), causes=tuple(d.get("causes", ())))
 
 
 def data_files() -> list[tuple[str, bytes]]:
@@ -497,7 +449,7 @@ def _checked(d: Any, domain: str) -> Entry:
     if not isinstance(steps, list) or not all(isinstance(s, Mapping) and all(
             isinstance(v, str) for v in s.values()) for s in steps):
         raise TypeError("steps must be a list of tables of strings")
-    for key in ("signatures", "aliases", "checks", "sources", "examples"):
+    for key in ("signatures", "aliases", "checks", "sources", "examples", "causes"):
         _strs(d.get(key, []), key)
     for rx in d.get("signatures", []):
         re.compile(rx)
@@ -540,14 +492,9 @@ def parse_file(name: str, raw: bytes) -> list[Entry]:
 
 @functools.lru_cache(maxsize=1)
 def load() -> KnowledgeBase:
-    from . import cache  # parsed entries cached by the files' hashes (knowledge/cache.py)
-
-    here = __file__.rsplit("/", 1)[0]
-    # the files are keyed by their stamps, read only on a miss
-    return KnowledgeBase(cache.load_lazy(
-        lambda: [(n, raw) for n, raw in data_files() if n not in DATA_FILES_EXCLUDED],
-        parse_file, Entry, (__file__, f"{here}/cache.py", f"{here}/schema.py"),
-        paths=[(n, f"{here}/{n}") for n in _data_names() if n not in DATA_FILES_EXCLUDED]))
+    """The shipped knowledge base (parsed once per process)."""
+    return KnowledgeBase(e for n, raw in data_files() if n not in DATA_FILES_EXCLUDED
+                         for e in parse_file(n, raw))
 
 
 def _data_names() -> list[str]:
@@ -563,9 +510,4 @@ def compat() -> dict[str, Any]:
         return {}
     from ascend_doctor.pkgdata import read_bytes
 
-    from . import cache  # parsed once per change of the file (knowledge/cache.py)
-
-    here = __file__.rsplit("/", 1)[0]
-    return cache.load_doc("compat.toml", lambda: read_bytes(__name__, __file__, "compat.toml"),
-                          lambda r: _tomllib().loads(r.decode("utf-8")),
-                          (__file__, cache.__file__), path=f"{here}/compat.toml")
+    return _tomllib().loads(read_bytes(__name__, __file__, "compat.toml").decode("utf-8"))

@@ -27,7 +27,9 @@ KNOWN = {"id", "title", "cause", "steps", "signatures", "aliases", "checks", "fi
          # optional fields from ascend-fd's schema (anchors §10.6), accepted for the future
          "links", "explains", "category", "since", "deprecated", "cause_above", "examples",
          # real log lines that look like the failure but are not it (issue 15)
-         "near_misses"}
+         "near_misses",
+         # the root-cause keys (tests/corpus/threads/CAUSES.md) the entry's first step fixes
+         "causes"}
 SEVERITIES = {"none", "low", "medium", "high", "critical"}
 # a source a reader can open: a public URL, or a named public document / man page
 SOURCE_PREFIXES = ("https://", "doc:", "man:")
@@ -144,12 +146,99 @@ def _bilingual(value: Any, where: str, prose: bool = False) -> list[str]:
     return out
 
 
+# settings that answer different failures: an entry about one must not set the other
+EXCLUSIVE_ENV = (("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT"),)
+_CONNECT_PHASE = re.compile(r"\bEI0006\b|connect(?:ion|ing)? (?:phase|timeout)|socket timeout while",
+                            re.IGNORECASE)
+_EXEC_PHASE = re.compile(r"\bEI0002\b|notify wait|watchdog|collective operation timeout|"
+                         r"exec(?:ution)? timeout", re.IGNORECASE)
+_BF16_NEEDED = re.compile(r"(?:need|require)s? (?:bf16|bfloat16)|(?:bf16|bfloat16)[- ]only|"
+                          r"only (?:bf16|bfloat16)", re.IGNORECASE)
+_FP16_STEP = re.compile(r"--dtype[= ](?:float16|half|fp16)\b", re.IGNORECASE)
+_LOWER_TO = re.compile(r"\b(?:lower|reduce|decrease)\b[^.;:]*?\b(?:to|below)\s+(\d+(?:\.\d+)?)\b",
+                       re.IGNORECASE)
+_SETS_VAR = "(?:export\\s+|^|\\s){var}="
+
+
+def _sets(cmd: str, var: str) -> bool:
+    return re.search(_SETS_VAR.format(var=re.escape(var)), cmd) is not None
+
+
+def contradictions(d: Mapping[str, Any]) -> list[str]:
+    """Steps that contradict the entry's own cause (kb lint):
+
+    * a step sets an environment variable the cause names as *not* the one
+      ("… not HCCL_EXEC_TIMEOUT"), or, for an entry about the connect phase of HCCL
+      (EI0006, connect timeout) and not its execution, sets HCCL_EXEC_TIMEOUT (and the
+      reverse for the execution phase);
+    * a step forces ``--dtype float16`` while the cause says the weights need bfloat16
+      (outside version/chip-conditional advice);
+    * a step lowers a value to a literal number without a ``when_value`` condition that
+      the value found is above it (never "lower" to a higher number);
+    * a signature capturing a ``code`` matches a documented runtime code the entry does not
+      list in its aliases (507013 is not 507014).
+    """
+    eid = d.get("id", "?")
+    p: list[str] = []
+    cause = " ".join(str(v) for v in (d.get("cause") or {}).values()) \
+        if isinstance(d.get("cause"), Mapping) else ""
+    title = " ".join(str(v) for v in (d.get("title") or {}).values()) \
+        if isinstance(d.get("title"), Mapping) else ""
+    about = " ".join([title, cause, *[str(a) for a in d.get("aliases", [])],
+                      *[str(x) for x in d.get("signatures", [])]])
+    steps = [s for s in d.get("steps", []) if isinstance(s, Mapping)]
+    for i, st in enumerate(steps, 1):
+        cmd = str(st.get("cmd") or "")
+        text = " ".join(str(st.get(k) or "") for k in ("en", "cmd"))
+        for var in re.findall(r"\b[A-Z][A-Z0-9_]{3,}\b", cause):
+            if re.search(r"\bnot (?:`)?" + re.escape(var) + r"\b", cause) and _sets(cmd, var):
+                p.append(T("{entry}.steps[{i}]: sets {var}, which the cause says is not the one",
+                           entry=eid, i=i, var=var))
+        for connect_var, exec_var in EXCLUSIVE_ENV:
+            connect, execute = _CONNECT_PHASE.search(about), _EXEC_PHASE.search(about)
+            if connect and not execute and _sets(cmd, exec_var):
+                p.append(T("{entry}.steps[{i}]: the cause is the connect phase but the step sets "
+                           "{var}", entry=eid, i=i, var=exec_var))
+            if execute and not connect and _sets(cmd, connect_var):
+                p.append(T("{entry}.steps[{i}]: the cause is the execution phase but the step "
+                           "sets {var}", entry=eid, i=i, var=connect_var))
+        if _BF16_NEEDED.search(cause) and _FP16_STEP.search(text):
+            p.append(T("{entry}.steps[{i}]: forces float16 while the cause says bfloat16 is "
+                       "needed", entry=eid, i=i))
+        m = _LOWER_TO.search(str(st.get("en") or ""))
+        if m and not (isinstance(st.get("when_value"), str) and ">" in st["when_value"]):
+            p.append(T("{entry}.steps[{i}]: lowers to {value} whatever the value found; add "
+                       "when_value = \"<group> > {value}\" or say it relative to the value",
+                       entry=eid, i=i, value=m.group(1)))
+    aliases = {str(a) for a in d.get("aliases", [])}
+    from .codes import all_codes
+    acl = [c for t, c in all_codes() if t == "acl"]
+    for rx in d.get("signatures", []):
+        if "?P<code>" not in str(rx):
+            continue
+        try:
+            c = re.compile(rx, re.IGNORECASE)
+        except re.error:
+            continue
+        for code in acl:
+            if code in aliases:
+                continue
+            for form in (f"error code is {code}", f"error code:{code}", f"error code: {code}"):
+                m = c.search(form)
+                if m and m.groupdict().get("code") == code:
+                    p.append(T("{entry}: signature {rx} takes code {code}, which is not among "
+                               "its aliases", entry=eid, rx=repr(rx), code=code))
+                    break
+    return p
+
+
 def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = None,
                    fix_ids: Iterable[str] | None = None,
                    seed_names: Iterable[str] = (),
                    fix_params: Mapping[str, Sequence[str]] | None = None,
                    corpus: Sequence[str] | None = None,
-                   negatives: Sequence[str] = ()) -> list[str]:
+                   negatives: Sequence[str] = (),
+                   cause_keys: Iterable[str] | None = None) -> list[str]:
     """Problems of one entry; ``check_ids``/``fix_ids``/``fix_params`` None = do not check
     references. Every signature must match one of the entry's ``examples`` or, when given,
     a line of ``corpus`` (real logs), so a regex that can never match is caught, and none
@@ -226,6 +315,12 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
             p.append(T("{entry}.signatures[{i}]: no negative example: no real log line shares "
                        "a word with {rx} without matching it; add one to near_misses",
                        entry=eid, i=i, rx=repr(rx)))
+        from ascend_doctor.probes.logs import required_literal
+        lit = required_literal(rx)
+        if lit is None or (len(lit) < 4 and lit.isascii()):
+            p.append(T("{entry}.signatures[{i}]: needs a literal of 4 characters every match "
+                       "contains (outside alternations and optional parts), else every line of "
+                       "every log is tested against it ({rx})", entry=eid, i=i, rx=repr(rx)))
         bad = next((t for t in negatives if c.search(_normalized(t))), None)
         if bad is not None:
             p.append(T("{entry}.signatures[{i}]: matches a benign line ({line})", entry=eid, i=i,
@@ -248,6 +343,13 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
         p += _bilingual(a, f"{eid}.advice[{i}]")
         if isinstance(a, Mapping):
             p += _versions(a.get("when", {}), f"{eid}.advice[{i}].when")
+    p += contradictions(d)
+    causes = d.get("causes", [])
+    if not isinstance(causes, list) or not all(isinstance(c, str) for c in causes):
+        p.append(T("{entry}.causes: must be a list of cause keys", entry=eid))
+    elif cause_keys is not None:
+        p += [T("{entry}.causes: unknown cause key {key} (CAUSES.md)", entry=eid, key=repr(c))
+              for c in causes if c not in cause_keys]
     if not isinstance(d.get("generic", False), bool):
         p.append(T("{entry}.generic: must be true or false", entry=eid))
     sources = d.get("sources", [])

@@ -16,7 +16,7 @@ import re
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host
 from ..i18n import T
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .npusmi import NpuSmi
 from .npusmi_detail import NpuDetail

@@ -1,13 +1,14 @@
 """Log files to triage: ``--log FILE`` and the server's own stdout/stderr when they are regular
 files (``/proc/<pid>/fd/1|2`` resolve to, e.g., /var/log/vllm/server.log).
 
-Logs can be gigabytes: they are only ever streamed (``host.open_stream``) line by line, and
-past ``TAIL_BYTES`` only the tail is read (the recent part is what explains a failure).
+Logs can be gigabytes: they are only ever streamed (``host.open_stream``) in blocks, past
+``TAIL_BYTES`` only the tail is read (the recent part is what explains a failure), and a line
+is kept to its first ``MAX_LINE`` bytes (the rest is skipped and counted as cut): memory stays
+bounded on every input, a gigabyte without a newline or a .gz that inflates to one included.
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import os
 import re
@@ -125,14 +126,12 @@ def _seek_tail(fh: BinaryIO, size: int | None) -> None:
             pass
 
 
-def iter_lines(fh: BinaryIO, size: int | None) -> Iterator[str]:
-    """Decoded lines of a stream; from the last TAIL_BYTES when the file is larger."""
-    _seek_tail(fh, size)
-    while True:
-        raw = fh.readline(MAX_LINE)
-        if not raw:
-            return
-        yield raw.decode("utf-8", "replace")
+def iter_lines(fh: BinaryIO, size: int | None, scan: "LogScan | None" = None) -> Iterator[str]:
+    """Decoded lines of a stream (each cut to MAX_LINE bytes); from the last TAIL_BYTES
+    when the file is larger."""
+    for block in bounded_blocks(fh, size, scan if scan is not None else LogScan()):
+        for raw in _split_nl(block):
+            yield raw.decode("utf-8", "replace")
 
 
 # vLLM's periodic stats line (V1 loggers.py; V0 has Pending instead of Waiting)
@@ -215,15 +214,18 @@ def _literal_by_parse(pattern: str) -> str | None:
 
 
 class LinePrefilter:
-    """Cheap test before the regexes: a line can only match an entry if it holds one of the
-    entry's required literals. Entries without one are always tried."""
+    """Cheap test before the regexes: a line can only match a signature if it holds the
+    signature's required literal; ``extra`` literals keep further lines (the error lines
+    triage reads as events)."""
 
-    def __init__(self, patterns: "list[str]", literals: "list[str | None] | None" = None) -> None:
-        """``literals``: ``required_literal(p)`` of each pattern when already known (the KB
-        caches them, see ``KnowledgeBase.signature_keys``)."""
+    def __init__(self, patterns: "list[str]", literals: "list[str | None] | None" = None,
+                 extra: "tuple[str, ...]" = ()) -> None:
+        """``literals``: ``required_literal(p)`` of each pattern when already known."""
         lits = literals if literals is not None else [required_literal(p) for p in patterns]
         self.always = any(lit is None for lit in lits)
-        self.literals = sorted({lit for lit in lits if lit})
+        self.literals = sorted({lit for lit in lits if lit} | {fold(x) for x in extra})
+        # a literal such as "é" is not found by a byte search of the lower-cased block
+        self.cased_non_ascii = any(not lit.isascii() and cased(lit) for lit in self.literals)
 
     def candidate(self, line: str) -> bool:
         if self.always:
@@ -232,36 +234,70 @@ class LinePrefilter:
         return any(lit in low for lit in self.literals)
 
 
-# ---- whole-buffer scanning -------------------------------------------------------------
-# Line by line, the prefilter costs 143 substring tests per line (89 % of a 10⁶-line triage).
-# Instead each block of the file is scanned once for every literal, and only the lines found
-# there are decoded and given to the exact per-line test above, so the result is the same
-# line set: an engine only has to return a superset of the lines that hold a literal.
+# what triage reads as events besides the signatures' literals (knowledge/events.py): error
+# levels, tracebacks and their chains, exception lines, engine deaths, CANN codes
+EVENT_LITERALS = ("error", "traceback", "exception", "above exception", "fatal", "critical",
+                  "failed", "warning", "killed", "segmentation fault", "bus error",
+                  "cannot open shared object", "undefined symbol", "address already in use",
+                  "no space left", "permission denied", "no such file", "cannot import name",
+                  "no module named", "has no attribute", "connection refused", "timed out",
+                  "timeout", "error code", "runtime result", "ret is -", "dead")
+# a CANN code on a line without any of the words above ("EI0006: Getting socket …")
+EVENT_PATTERN = re.compile(rb"E[0-9A-Z][0-9]{4}")
+
+
+# ---- whole-block scanning --------------------------------------------------------------
+# A block of the file is searched once per literal (or once for all of them with
+# Hyperscan), and only the lines found there are decoded and given to the exact per-line
+# test above: the same line set as testing every line, at the speed of a byte search.
+# Lower-casing a block only folds ASCII; the only other characters re.IGNORECASE equates
+# with an ASCII letter are İ ı ſ K (U+0130 U+0131 U+017F U+212A): lines holding one are
+# always tested. Literals with other non-ASCII characters are searched as their UTF-8 bytes.
 
 BLOCK = 4 << 20
-# a line of MAX_LINE bytes or more (newline not counted) is split by readline(MAX_LINE): such
-# a block is read the old way, piece by piece
-_LONG_LINE = re.compile(rb"\n[^\n]{%d}" % MAX_LINE)
+_FOLDS_TO_ASCII = tuple(c.encode("utf-8") for c in "\u0130\u0131\u017f\u212a")
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
 
 
+def _has_long_line(block: bytes) -> bool:
+    """Whether a line of the block is longer than MAX_LINE: from a line start, the last
+    newline within MAX_LINE + 1 bytes is the next line start (about 64 steps a block)."""
+    pos, n = 0, len(block)
+    while n - pos > MAX_LINE:
+        j = block.rfind(b"\n", pos, pos + MAX_LINE + 1)
+        if j < 0:
+            return True
+        pos = j + 1
+    return False
+
+
+def _starts_of(block: bytes, needle: bytes, out: set[int]) -> None:
+    """Add the start of every line of ``block`` that holds ``needle``."""
+    i = block.find(needle)
+    while i >= 0:
+        out.add(block.rfind(b"\n", 0, i) + 1)
+        j = block.find(b"\n", i)
+        i = -1 if j < 0 else block.find(needle, j)
+
+
 class _PyEngine:
-    """Pure Python: one ``bytes.find`` pass per ASCII literal over the lower-cased block."""
+    """Pure Python: one ``bytes.find`` pass per literal over the lower-cased block."""
 
     name = "python"
 
-    def __init__(self, literals: list[bytes]) -> None:
+    def __init__(self, literals: list[bytes], patterns: "tuple[re.Pattern[bytes], ...]" = ()
+                 ) -> None:
         self.literals = literals
+        self.patterns = patterns
 
     def line_starts(self, block: bytes) -> set[int]:
-        low = block.lower()  # ASCII only: lines with other bytes are tested separately
+        low = block.lower()  # ASCII only; see _FOLDS_TO_ASCII for the rest
         out: set[int] = set()
         for lit in self.literals:
-            i = low.find(lit)
-            while i >= 0:
-                out.add(low.rfind(b"\n", 0, i) + 1)
-                j = low.find(b"\n", i)
-                i = -1 if j < 0 else low.find(lit, j)
+            _starts_of(low, lit, out)
+        for rx in self.patterns:
+            for m in rx.finditer(block):
+                out.add(block.rfind(b"\n", 0, m.start()) + 1)
         return out
 
 
@@ -270,13 +306,17 @@ class _HsEngine:
 
     name = "hyperscan"
 
-    def __init__(self, literals: list[bytes]) -> None:
+    def __init__(self, literals: list[bytes], patterns: "tuple[re.Pattern[bytes], ...]" = ()
+                 ) -> None:
         import hyperscan
 
+        exprs = [b"".join(b"\\x%02x" % c for c in lit) for lit in literals]
+        flags = [hyperscan.HS_FLAG_CASELESS] * len(literals)
+        for rx in patterns:  # plain byte patterns (EVENT_PATTERN), case as written
+            exprs.append(rx.pattern)
+            flags.append(0)
         self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self.db.compile(expressions=[b"".join(b"\\x%02x" % c for c in lit) for lit in literals],
-                        ids=list(range(len(literals))),
-                        flags=[hyperscan.HS_FLAG_CASELESS] * len(literals))
+        self.db.compile(expressions=exprs, ids=list(range(len(exprs))), flags=flags)
 
     def line_starts(self, block: bytes) -> set[int]:
         ends: list[int] = []
@@ -285,58 +325,53 @@ class _HsEngine:
         return {rfind(b"\n", 0, to - 1) + 1 for to in ends}
 
 
-HS_AFTER = 512 << 10  # bytes read before the accelerated engine is worth loading (measured)
 SMALL_BLOCK = 8 << 10  # below, the line-by-line test is faster than the engine (measured)
+HS_AFTER = 512 << 10  # bytes read before the accelerated engine is worth loading (measured)
+
+
+def cased(text: str) -> bool:
+    """Whether ``text`` has letters with an upper and a lower case (é, not 重)."""
+    return text.upper() != text.lower()
 
 
 def _minimal(literals: list[str]) -> list[bytes]:
-    """The ASCII literals as bytes, up to a newline, without those holding another (a
-    literal holding another is found through it: only the minimal ones are searched)."""
-    found = sorted({lit.encode().split(b"\n")[0] for lit in literals if lit.isascii()} - {b""})
-    # every literal in one newline-joined string: one C-speed count per literal finds those
-    # that occur inside another (pairwise ``in`` tests cost 4.6 ms for the KB's ~150)
-    joined = b"\n".join(found)
-    starts, at = [], 0
+    """The literals as UTF-8 bytes, up to a newline, without those holding another (a
+    literal holding another is found through it). A non-ASCII literal with case (é) is
+    left out: its lines are tested whole (``LinePrefilter.cased_non_ascii``)."""
+    found = sorted({lit.encode("utf-8").split(b"\n")[0] for lit in literals
+                    if lit.isascii() or not cased(lit)} - {b""}, key=lambda b: (len(b), b))
+    out: list[bytes] = []
     for lit in found:
-        starts.append(at)
-        at += len(lit) + 1
-    holders: set[int] = set()
-    for lit in found:
-        if joined.count(lit) > 1:
-            i = joined.find(lit)
-            while i >= 0:
-                k = bisect.bisect_right(starts, i) - 1
-                if found[k] != lit:
-                    holders.add(k)
-                i = joined.find(lit, i + 1)
-    return [a for k, a in enumerate(found) if k not in holders]
+        if not any(o in lit for o in out):
+            out.append(lit)
+    return out
 
 
-def scan_engine(literals: list[str], prefer: str | None = None) -> "_PyEngine | _HsEngine":
-    """Hyperscan when installed (``pip install ascend-doctor[fast]``), else pure Python.
-
-    Only ASCII literals are searched, and only up to a newline (no line holds one before its
-    end): lines with other bytes always reach the exact test.
-    """
+def scan_engine(literals: list[str], prefer: str | None = None,
+                patterns: "tuple[re.Pattern[bytes], ...]" = ()) -> "_PyEngine | _HsEngine":
+    """Hyperscan when installed (``pip install ascend-doctor[fast]``), else pure Python."""
     # ASCEND_DOCTOR_SCAN_ENGINE=python|hyperscan picks one (to rule the accelerator out, or in)
     prefer = prefer or os.environ.get("ASCEND_DOCTOR_SCAN_ENGINE") or None
     lits = _minimal(literals)
     if prefer != "python" and lits:
         try:
-            return _HsEngine(lits)
+            return _HsEngine(lits, patterns)
         except Exception:  # not installed, or no build for this CPU
             if prefer == "hyperscan":
                 raise
-    return _PyEngine(lits)
+    return _PyEngine(lits, patterns)
 
 
 @dataclass(eq=False)
 class LogScan:
-    """What one pass over a log gives the logs check besides the candidate lines."""
+    """What one pass over a log gives besides the candidate lines: the line count, the
+    last stats line, and the lines cut at MAX_LINE (bytes skipped)."""
     lines: int = 0
     last_stats: StatsLine | None = None
     cut: str | None = None  # why the read stopped before the end (time budget, a gap)
     read_to: int | None = None  # the offset the read reached
+    cut_lines: int = 0
+    cut_bytes: int = 0
 
 
 def stream_size(fh: BinaryIO) -> int | None:
@@ -350,25 +385,39 @@ def stream_size(fh: BinaryIO) -> int | None:
         return None
 
 
-def _pieces(block: bytes) -> Iterator[bytes]:
-    """The block as ``readline(MAX_LINE)`` draws it (the block starts where a line does)."""
-    import io
-
-    bio = io.BytesIO(block)
-    while True:
-        raw = bio.readline(MAX_LINE)
-        if not raw:
-            return
-        yield raw
+def _split_nl(block: bytes) -> list[bytes]:
+    """The block's lines, each with its b"\\n" (only b"\\n" ends a line, as readline)."""
+    parts = block.split(b"\n")
+    out = [p + b"\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
 
 
-def _blocks(fh: BinaryIO, size: int | None, result: LogScan | None = None,
-            deadline: float | None = None) -> Iterator[bytes]:
-    """The stream (its last TAIL_BYTES when larger) in blocks that each start a line; never
-    past ``size`` (what the file held when opened) nor past ``deadline`` (time.monotonic):
-    a cut read ends with ``result.cut`` saying why."""
+def _cut_long(block: bytes, scan: LogScan) -> bytes:
+    """The block with every line longer than MAX_LINE cut to it (rare: one regex finds
+    whether there is any)."""
+    if not _has_long_line(block):
+        return block
+    parts = block.split(b"\n")
+    for k, part in enumerate(parts):
+        if len(part) > MAX_LINE:
+            scan.cut_lines += 1
+            scan.cut_bytes += len(part) - MAX_LINE
+            parts[k] = part[:MAX_LINE]
+    return b"\n".join(parts)
+
+
+def bounded_blocks(fh: BinaryIO, size: int | None, scan: LogScan,
+                   deadline: float | None = None) -> Iterator[bytes]:
+    """The stream (its last TAIL_BYTES when larger) in blocks of whole lines, every line
+    cut to MAX_LINE bytes; never past ``size`` (what the file held when opened) nor past
+    ``deadline`` (time.monotonic): a cut read ends with ``scan.cut`` saying why. Memory: one
+    read (BLOCK) plus one line head (MAX_LINE), whatever the input; a line without an end is
+    skipped at byte-search speed."""
     _seek_tail(fh, size)
     carry = b""
+    skipping = False  # inside a line already cut: drop bytes up to its newline
     try:
         pos = fh.tell()
     except (OSError, ValueError):
@@ -376,81 +425,88 @@ def _blocks(fh: BinaryIO, size: int | None, result: LogScan | None = None,
     while True:
         want = BLOCK if size is None else min(BLOCK, size - pos)
         if deadline is not None and want > 0 and time.monotonic() > deadline:
-            if result is not None:
-                result.cut = f"read for {READ_BUDGET_S:g} s"
+            scan.cut = f"read for {READ_BUDGET_S:g} s"
             want = 0
         try:
             data = fh.read(want) if want > 0 else b""
         except SourceError as exc:  # a replayed bundle whose collection stopped there
-            if result is None:
-                raise
-            result.cut, data = exc.reason, b""
+            scan.cut, data = exc.reason, b""
         pos += len(data)
-        if result is not None:
-            result.read_to = pos
+        scan.read_to = pos
         if not data:
             if carry:
                 yield carry
             return
+        if skipping:
+            i = data.find(b"\n")
+            if i < 0:
+                scan.cut_bytes += len(data)
+                continue
+            scan.cut_bytes += i
+            data = data[i:]
+            skipping = False
         buf = carry + data if carry else data
         cut = buf.rfind(b"\n") + 1
-        if cut == 0:  # no newline: readline yields MAX_LINE pieces from the line's start
-            cut = len(buf) - len(buf) % MAX_LINE
+        tail = buf[cut:]
+        if len(tail) > MAX_LINE:  # a line longer than the limit, its end not read yet
+            scan.cut_lines += 1
+            scan.cut_bytes += len(tail) - MAX_LINE
+            tail = tail[:MAX_LINE]
+            skipping = True
+        carry = tail
         if cut:
-            yield buf[:cut]
-        carry = buf[cut:]
+            yield _cut_long(buf[:cut], scan)
 
 
 def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogScan,
-               engine: "_PyEngine | _HsEngine | None" = None) -> Iterator[tuple[int, str]]:
-    """(line number, line) of every line ``pre.candidate`` accepts, numbered and decoded as
-    ``iter_lines`` yields them; ``result`` gets the line count and the last stats line."""
-    # Hyperscan costs 15-80 ms to import and compile, the pure-Python engine ~34 ms a MiB:
-    # it is loaded only for a block that takes the read past HS_AFTER bytes (both engines
-    # return the same lines; an explicit choice is honoured from the start)
+               engine: "_PyEngine | _HsEngine | None" = None, every: bool = False,
+               patterns: "tuple[re.Pattern[bytes], ...]" = ()) -> Iterator[tuple[int, str]]:
+    """(line number, line) of every line ``pre.candidate`` accepts (with ``every``: every
+    line), decoded; ``result`` gets the line count, the last stats line and the cuts.
+    ``patterns``: byte regexes whose lines are kept too (EVENT_PATTERN)."""
+    # Hyperscan costs 15-80 ms to import and compile: loaded only once the read passes
+    # HS_AFTER bytes (both engines give the same lines; an explicit choice holds from the start)
     auto = engine is None and not os.environ.get("ASCEND_DOCTOR_SCAN_ENGINE")
     if engine is None and not auto:
-        engine = scan_engine(pre.literals)
+        engine = scan_engine(pre.literals, patterns=patterns)
     n, read = 0, 0
     deadline = time.monotonic() + READ_BUDGET_S
-    for block in _blocks(fh, size, result, deadline):
+    for block in bounded_blocks(fh, size, result, deadline):
         read += len(block)
         if auto and read > HS_AFTER:
-            engine, auto = scan_engine(pre.literals), False
-        first = block.find(b"\n")
-        # a small block (the demo's log, a pasted excerpt) is cheaper line by line than
-        # building the engine's literal list (_minimal, ~0.5 ms): the same lines either way
-        if pre.always or first < 0 or first >= MAX_LINE or (auto and len(block) < SMALL_BLOCK) \
-                or _LONG_LINE.search(block):
-            for raw in _pieces(block):  # the line-by-line path
+            engine, auto = scan_engine(pre.literals, patterns=patterns), False
+        if every or pre.always or (auto and len(block) < SMALL_BLOCK):
+            for raw in _split_nl(block):  # the line-by-line path
                 n += 1
                 line = raw.decode("utf-8", "replace")
                 if "throughput" in line:
                     st = parse_stats_line(line, n)
                     if st is not None:
                         result.last_stats = st
-                if pre.candidate(line):
+                if every or pre.candidate(line) or any(rx.search(raw) for rx in patterns):
                     yield n, line
+            result.lines = n
             continue
         if engine is None:
-            engine = _PyEngine(_minimal(pre.literals))
-        starts = engine.line_starts(block)
+            engine = _PyEngine(_minimal(pre.literals), patterns)
+        # the engine's lines hold a literal as found (or a pattern): no second test; lines
+        # with a character that folds to ASCII get the exact test
+        found = engine.line_starts(block)
+        maybe: set[int] = set()
         if not block.isascii():
-            pos = 0
-            while (m := _NON_ASCII.search(block, pos)) is not None:
-                s = block.rfind(b"\n", 0, m.start()) + 1
-                starts.add(s)
-                e = block.find(b"\n", m.start())
-                if e < 0:
-                    break
-                pos = e + 1
+            if pre.cased_non_ascii:
+                for m in _NON_ASCII.finditer(block):
+                    maybe.add(block.rfind(b"\n", 0, m.start()) + 1)
+            for ch in _FOLDS_TO_ASCII:
+                _starts_of(block, ch, maybe)
         prev, base = 0, n
-        for s in sorted(starts):
+        for s in sorted(found | maybe):
             base += block.count(b"\n", prev, s)
             prev = s
             e = block.find(b"\n", s) + 1 or len(block)
-            line = block[s:e].decode("utf-8", "replace")
-            if pre.candidate(line):
+            raw = block[s:e]
+            line = raw.decode("utf-8", "replace")
+            if s in found or pre.candidate(line) or any(rx.search(raw) for rx in patterns):
                 yield base + 1, line
         # the last stats line of the block: lines with "throughput", from the end
         end = len(block)

@@ -14,7 +14,7 @@ import re
 from ..errors import ParseError, SourceMissing
 from ..host import Host
 from ..i18n import T
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .npusmi import SMI_TIMEOUT_S, NpuSmi, parse_npu_smi_kv
 

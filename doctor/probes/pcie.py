@@ -15,7 +15,7 @@ import re
 from ..errors import ParseError, SourceError, SourceMissing
 from ..host import Host, StatInfo
 from ..i18n import T
-from ..record import dataclass, field
+from dataclasses import dataclass, field
 from ..registry import provider
 from .procs import ServiceProcesses
 from .svcaccess import service_creds

@@ -165,7 +165,8 @@ def test_next_on_the_demo_is_something_new():
 SHELL_WORDS = {"export", "source", "for", "cd", "unset", "echo", "sudo", "env", "watch"}
 ASCEND_PROGRAMS = HOST_PROGRAMS | {"hccn_tool", "msprof-analyze", "py-spy", "pidstat",
                                    "strace", "useradd", "pip", "python", "tshark", "file",
-                                   "dmesg", "ss", "ip", "ps", "free", "watch", "getent", "curl"}
+                                   "dmesg", "ss", "ip", "ps", "free", "watch", "getent", "curl",
+                                   "vllm", "ray"}
 
 
 def test_every_kb_command_starts_with_a_program():

@@ -69,19 +69,27 @@ ENGINE_CORE_LOG = """\
 """.splitlines()
 
 
+def _answer(lines, eid):
+    from ascend_doctor.knowledge.decide import decide
+
+    v = decide(knowledge.load(), list(enumerate(lines, 1)))
+    return v, next(a for a in v.answers if a.key == eid)
+
+
 def test_engine_core_failure_quotes_the_exception_above_it():
-    (m,) = knowledge.load().match_lines(ENGINE_CORE_LOG)
-    assert m.entry.id == "ASC-UPS-027"
-    msg = m.entry.render_message(m.groups)
+    v, a = _answer(ENGINE_CORE_LOG, "ASC-UPS-027")
+    msg = a.title()
     assert "NotImplementedError: <class 'vllm_ascend.attention.attention_v1.AscendAttentionBackend'>" \
         " is not yet supported." in msg, msg
-    assert "Engine core initialization failed" not in m.groups["cause"]
-    assert [n for n, _ in m.lines] == [4, 5, 6]  # the quoted line is shown with its number
+    assert "Engine core initialization failed" not in a.groups["cause"]
+    # the death line and the quoted cause, with their numbers; the cause is the decisive line
+    assert [n for n, _ in a.shown_lines()] == [6, 4]
+    assert v.decisive.n == 4
 
 
 def test_engine_core_failure_without_a_cause_says_so():
-    (m,) = knowledge.load().match_lines(ENGINE_CORE_LOG[-1:])
-    assert "no exception line above it" in m.entry.render_message(m.groups)
+    _, a = _answer(ENGINE_CORE_LOG[-1:], "ASC-UPS-027")
+    assert "no exception line above it" in a.title()
 
 
 def test_a_known_root_cause_outranks_the_engine_core_summary():

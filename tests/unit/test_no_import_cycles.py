@@ -17,9 +17,7 @@ bad = set()
 for a in sorted(g.modules):
     for b in sorted(g.find_modules_directly_imported_by(a)):
         chain = g.find_shortest_chain(importer=b, imported=a)
-        # knowledge/gate.py goes with the KB cache (issue 35, item 2); until then its
-        # deferred import of the package is the one circle left
-        if chain and "ascend_doctor.knowledge.gate" not in (a, *chain):
+        if chain:
             bad.add(" -> ".join((a, *chain)))
 print("\\n".join(sorted(bad)))
 """

@@ -296,7 +296,10 @@ def test_log_signatures_with_line_numbers(sysroot):
     by_kb = {f.kb[0]: f for f in fs if f.kb}
     assert by_kb["ASC-VER-007"].status == Status.FAIL
     assert by_kb["ASC-VER-007"].evidence["lines"][0]["line"] == 2
-    assert by_kb["ASC-LOG-003"].evidence["lines"][0]["line"] == 4
+    # EI0006 is the connect phase (HCCL_CONNECT_TIMEOUT), not the execution timeout entry
+    assert by_kb["ASC-UPS-019"].evidence["lines"][0]["line"] == 4
+    assert "ASC-LOG-003" not in by_kb
+    assert by_kb["ASC-UPS-019"].evidence["answer"]["source"] == "curated"
     assert by_kb["ASC-SVC-008"].status == Status.FAIL  # the stats line: 120 waiting
     assert any(f.status == Status.ERROR and "missing.log" in f.message for f in fs)
 

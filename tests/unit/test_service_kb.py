@@ -39,7 +39,8 @@ REAL_LINES = {
     "ASC-LOG-001": "RuntimeError: SetDevice:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:38 NPU "
                    "function error: c10_npu::SetDevice(device_id_), error code is 507033",
     "ASC-LOG-002": "EZ9999: Inner Error! numHeads / numKvHeads = 8, MLA only support {32, 64, 128}",
-    "ASC-LOG-003": "EI0006: Getting socket times out. Reason: Remote Rank did not send the data in time.",
+    "ASC-LOG-003": "EI0002: [PID: 1] The wait execution of the Notify register times out. Reason: The Notify register has not received the Notify record from remote rank [1].",
+    "ASC-UPS-019": "EI0006: Getting socket times out. Reason: Remote Rank did not send the data in time.",
     "ASC-LOG-004": "RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB total",
     "ASC-VER-007": "RuntimeError: Failed to infer device type",  # ASC-LOG-005 merged into it
     "ASC-LOG-006": "ValueError: No available memory for the cache blocks. Try increasing "

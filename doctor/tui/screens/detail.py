@@ -18,9 +18,11 @@ from ..widgets.checklist import category_name
 from ..widgets.render import status_piece
 
 HEADINGS = {"en": {"cause": "Cause", "steps": "Steps", "advice": "Notes", "sources": "Sources",
-                   "none": "No knowledge-base entry for this finding.", "fix": "Fix"},
+                   "none": "No knowledge-base entry for this finding.", "fix": "Fix",
+                   "answer": "Answer from", "confidence": "confidence"},
             "zh": {"cause": "原因", "steps": "处理步骤", "advice": "说明", "sources": "来源",
-                   "none": "该结果没有知识库条目。", "fix": "修复"}}
+                   "none": "该结果没有知识库条目。", "fix": "修复",
+                   "answer": "答案来源", "confidence": "置信度"}}
 
 
 def kb_markdown(finding: Finding, lang: str) -> str:
@@ -46,6 +48,11 @@ def kb_markdown(finding: Finding, lang: str) -> str:
         if e.sources:
             block.append(f"*{h['sources']}: " + "; ".join(e.sources) + "*")
         parts.append("\n\n".join(block))
+    ans = finding.evidence.get("answer") if isinstance(finding.evidence, dict) else None
+    if isinstance(ans, dict) and ans.get("source"):  # logs: curated, code table, shape, template
+        conf = ans.get("confidence")
+        parts.append(f"*{h['answer']}: {ans['source']} ({ans.get('how', '')})"
+                     + (f", {h['confidence']} {conf}" if conf is not None else "") + "*")
     return "\n\n".join(parts) if parts else h["none"]
 
 

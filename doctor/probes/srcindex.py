@@ -1,0 +1,122 @@
+"""The source index of the serving stack on the inspected machine (knowledge/srcindex.py):
+which installed vllm / vllm_ascend / torch_npu to index, read through the Host (the
+service's own site-packages, from the Packages fact) or, for ``triage --site DIR``, from the
+directories the user named.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from ..errors import SourceError, SourceMissing
+from ..host import Host
+from ..knowledge.srcindex import MAX_FILE, MAX_FILES, PACKAGES, SourceIndex, load_or_build
+from dataclasses import dataclass
+from ..registry import provider
+from .packages import Packages
+
+DIST_NAMES = {"vllm": "vllm", "vllm_ascend": "vllm-ascend", "torch_npu": "torch-npu"}
+MAX_DEPTH = 7  # package directory levels read (vllm's deepest module is 5 down)
+_SKIP_DIRS = {"tests", "test", "testing", "benchmarks", "__pycache__"}
+
+
+@dataclass(frozen=True, eq=False)
+class StackIndex:
+    """The index, or why there is none."""
+
+    index: SourceIndex | None
+    note: dict
+
+
+def _version_in(site: str, package: str) -> str | None:
+    """The version of ``package`` from its dist-info under ``site`` (local files)."""
+    dist = DIST_NAMES[package].replace("-", "_")
+    try:
+        names = os.listdir(site)
+    except OSError:
+        return None
+    for n in names:
+        if n.endswith(".dist-info") and n.lower().startswith(dist.lower() + "-"):
+            return n[len(dist) + 1:-len(".dist-info")]
+    return None
+
+
+def _local_files(site: str, package: str) -> Iterator[tuple[str, bytes]]:
+    root = os.path.join(site, package)
+    count = 0
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x not in _SKIP_DIRS)
+        for f in sorted(files):
+            if not f.endswith(".py"):
+                continue
+            p = os.path.join(d, f)
+            try:
+                if os.path.getsize(p) > MAX_FILE:
+                    continue
+                with open(p, "rb") as fh:
+                    raw = fh.read(MAX_FILE)
+            except OSError:
+                continue
+            count += 1
+            if count > MAX_FILES:
+                return
+            yield os.path.relpath(p, site), raw
+
+
+def index_local(sites: tuple[str, ...] | list[str]) -> SourceIndex | None:
+    """The index of the packages installed under the user-named site directories."""
+    all_sites, versions = [], {}
+    for site in sites:
+        for pkg in PACKAGES:
+            if pkg in versions or not os.path.isdir(os.path.join(site, pkg)):
+                continue
+            ver = _version_in(site, pkg) or "unknown"
+            versions[pkg] = ver
+            all_sites += load_or_build(pkg, ver, os.path.realpath(site),
+                                       lambda s=site, p=pkg: _local_files(s, p))
+    return SourceIndex(all_sites, versions) if versions else None
+
+
+def _host_files(host: Host, site: str, package: str) -> Iterator[tuple[str, bytes]]:
+    count = 0
+    paths = [p for depth in range(MAX_DEPTH)
+             for p in host.glob(f"{site}/{package}/" + "*/" * depth + "*.py")]
+    for path in sorted(paths):
+        rel = path[len(site):].lstrip("/")
+        if _SKIP_DIRS.intersection(rel.split("/")[:-1]):
+            continue
+        try:
+            raw = host.read_bytes(path)
+        except (SourceMissing, SourceError):
+            continue
+        if len(raw) > MAX_FILE:
+            continue
+        count += 1
+        if count > MAX_FILES:
+            return
+        yield rel, raw
+
+
+@provider
+def gather_stack_index(host: Host, pkgs: Packages | None) -> StackIndex:
+    """The service's installed stack, indexed (cached per version in the user cache)."""
+    if pkgs is None:
+        return StackIndex(None, {"available": False, "reason": "the service's packages "
+                                 "are unknown"})
+    sites, versions = [], {}
+    for pkg in PACKAGES:
+        p = pkgs.get(DIST_NAMES[pkg]) or pkgs.get(pkg)
+        if p is None or not p.location:
+            continue
+        versions[pkg] = p.version
+        sites += load_or_build(pkg, p.version, f"{host.kind}:{p.location}",
+                               lambda s=p.location, n=pkg: _host_files(host, s, n))
+    if not versions:
+        return StackIndex(None, {"available": False, "reason": "none of vllm, vllm-ascend, "
+                                 "torch_npu is installed in the service's environment"})
+    if not sites:  # a bundle: metadata without sources
+        return StackIndex(None, {"available": False, "reason": "the sources of "
+                                 + ", ".join(versions) + " cannot be read here (a bundle "
+                                 "holds no sources)"})
+    return StackIndex(SourceIndex(sites, versions), {"available": True, "packages": versions})
