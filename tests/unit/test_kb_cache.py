@@ -3,6 +3,8 @@ used only from a directory the user owns, a corrupt or foreign file treated as a
 
 from __future__ import annotations
 
+import sys
+
 import json
 import os
 
@@ -222,7 +224,10 @@ def test_a_parse_error_is_raised_and_nothing_cached(xdg):
 
 
 def test_compat_matrix_cached_is_the_parsed_toml(xdg):
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the tomli backport (a dependency there)
+        import tomli as tomllib
 
     (raw,) = [r for n, r in data_files() if n == "compat.toml"]
     want = tomllib.loads(raw.decode("utf-8"))
