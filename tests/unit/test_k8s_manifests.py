@@ -64,6 +64,14 @@ def _merge(base, patch):
     return patch
 
 
+def test_service_env_patch_adds_only_dac_read_search():
+    merged = _merge(_one("daemonset.yaml"), _one("service-env.patch.yaml"))
+    kv.validate(merged, VERSION, strict=True)
+    (c,) = merged["spec"]["template"]["spec"]["containers"]
+    assert c["securityContext"]["capabilities"]["add"] == ["SYS_PTRACE", "DAC_READ_SEARCH"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] and c["volumeMounts"]
+
+
 def test_privileged_patch_applies_and_validates():
     merged = _merge(_one("daemonset.yaml"), _one("npu-smi-privileged.patch.yaml"))
     kv.validate(merged, VERSION, strict=True)
@@ -76,8 +84,10 @@ def test_kustomization_lists_every_resource():
     assert k["kind"] == "Kustomization"
     assert sorted(k["resources"]) == sorted(
         p.name for p in K8S.glob("*.yaml")
-        if p.name not in ("kustomization.yaml", "npu-smi-privileged.patch.yaml"))
-    assert "npu-smi-privileged.patch.yaml" in (K8S / "kustomization.yaml").read_text()
+        if p.name not in ("kustomization.yaml", "npu-smi-privileged.patch.yaml",
+                          "service-env.patch.yaml"))
+    for patch in ("npu-smi-privileged.patch.yaml", "service-env.patch.yaml"):
+        assert patch in (K8S / "kustomization.yaml").read_text()
 
 
 def _pod(doc: dict) -> dict:
@@ -140,6 +150,7 @@ def test_least_privilege(name):
     # the node's / read-only at /host (the node-exporter pattern), and no device hostPaths
     root = [n for n, h in host.items() if h["path"] == "/"]
     assert root and mounts[root[0]]["mountPath"] == "/host" and mounts[root[0]]["readOnly"]
+    assert mounts[root[0]]["recursiveReadOnly"] in ("Enabled", "IfPossible")
     assert not [h for h in host.values() if h.get("type") == "CharDevice"]
     assert "--root=/host" in c["args"]
     writable = {host[n]["path"] for n in host if not mounts[n].get("readOnly")}
