@@ -13,6 +13,7 @@ from typing import Iterator
 
 from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
+from ascend_doctor.probes.npu_exporter import NpuExporterMetrics
 from ascend_doctor.probes.packages import Packages
 from ascend_doctor.probes.service import (MetricsSnapshot, ServersHttp, ServiceHttp, bucket_delta,
                                    histogram_quantile, series_names)
@@ -26,7 +27,6 @@ E2E_P99_WARN_S = 30.0
 NPU_TEMP_FAIL_C = 85.0  # seed 000 / 003: 910B throttles above 85 °C
 NPU_MEM_FRACTION = 0.875  # seed 000: alert at 28 GB of a 32 GB card
 NPU_MEM_ABS_BYTES = 28 * 1024 ** 3
-HBM_BW_WARN = 95.0  # seed 000: npu_hbm_bandwidth_utilization_percent
 
 
 def _subject(http: ServiceHttp) -> str:
@@ -290,68 +290,60 @@ def _metrics_one(http: ServiceHttp) -> Iterator[Finding]:
             subject=subj, evidence=ev)
 
 
-_EXPORTER = {
-    "memory_used": ("npu_device_memory_used_bytes", "npu_chip_info_hbm_used_memory"),
-    "memory_total": ("npu_device_memory_total_bytes", "npu_chip_info_hbm_total_memory"),
-    "hbm_bw": ("npu_hbm_bandwidth_utilization_percent",),
-    "temp": ("npu_device_temperature_celsius", "npu_chip_info_temperature"),
-}
+NPU_MEM_ABS_MB = NPU_MEM_ABS_BYTES / 2**20  # npu-exporter reports MB (MiB)
 
 
-def _by_device(snap: MetricsSnapshot, names: tuple[str, ...]) -> dict[str, float]:
-    for n in names:
-        got = snap.named(n)
-        if got:
-            return {str(s.labels.get("id") or s.labels.get("device") or s.labels.get("npu")
-                        or s.labels.get("device_id") or i): s.value for i, s in enumerate(got)}
-    return {}
-
-
-@check("service.npu-exporter", title="NPU exporter metrics: device memory, HBM bandwidth, temperature",
-       category=Category.NPU, tags=("service", "metrics", "npu"), timeout=15.0)
-def npu_exporter(http: ServiceHttp) -> Iterator[Finding]:
-    if not http.scrapes:
-        yield Finding.skip(T("no /metrics scrape"))
-        return
-    last = http.scrapes[-1]
-    data = {k: _by_device(last, v) for k, v in _EXPORTER.items()}
-    if not any(data.values()):
-        yield Finding.skip(T("no NPU exporter series (npu_device_memory_used_bytes, "
-                             "npu_hbm_bandwidth_utilization_percent, "
-                             "npu_device_temperature_celsius) in {url}/metrics",
-                             url=http.base_url))
+@check("service.npu-exporter", title="Huawei npu-exporter: HBM, AI Core utilization, health, "
+       "temperature", category=Category.NPU, tags=("service", "metrics", "npu"), timeout=15.0)
+def npu_exporter(m: NpuExporterMetrics) -> Iterator[Finding]:
+    """npu-exporter's own series in its units (MB, %, 1/0, °C), per ``id``."""
+    if not m.chips:
+        yield Finding.skip(T("{url} has npu_chip_info_* families but no device rows",
+                             url=m.url))
         return
     bad = False
-    for dev, used in sorted(data["memory_used"].items()):
-        total = data["memory_total"].get(dev)
-        limit = total * NPU_MEM_FRACTION if total else NPU_MEM_ABS_BYTES
-        if used > limit:
+    for c in m.chips:
+        subj = f"NPU id {c.id}"
+        if c.health is not None and c.health != 1:
             bad = True
-            msg = (T("NPU {dev}: device memory {used:.1f} GiB used, above the alert line "
-                     "{limit:.1f} GiB ({frac:.1f} % of {total:.0f} GiB)", dev=dev,
-                     used=used / 2**30, limit=limit / 2**30, frac=NPU_MEM_FRACTION * 100,
-                     total=total / 2**30) if total else
-                   T("NPU {dev}: device memory {used:.1f} GiB used, above the alert line "
-                     "{limit:.1f} GiB (the alert line of a 32 GB card: 28 GB)", dev=dev,
-                     used=used / 2**30, limit=limit / 2**30))
-            yield Finding.warn(msg,
-                               subject=f"NPU {dev}", evidence={"used": used, "total": total,
-                                                               "limit": limit}, kb="ASC-SVC-010")
-    for dev, bw in sorted(data["hbm_bw"].items()):
-        if bw > HBM_BW_WARN:
-            bad = True
-            yield Finding.warn(T("NPU {dev}: HBM bandwidth {bw:.0f} % (> {limit:.0f} %: the "
-                                 "range where P99 latency climbs steeply)", dev=dev, bw=bw,
-                                 limit=HBM_BW_WARN), subject=f"NPU {dev}",
-                               evidence={"hbm_bandwidth_percent": bw}, kb="ASC-SVC-010")
-    for dev, t in sorted(data["temp"].items()):
-        if t > NPU_TEMP_FAIL_C:
+            yield Finding.fail(T("NPU id {dev}: npu-exporter reports health {h:.0f} (1 is "
+                                 "healthy; error code {code})", dev=c.id, h=c.health,
+                                 code="%.0f" % c.error_code if c.error_code is not None
+                                 else T("n/a")),
+                               subject=subj, evidence={"health_status": c.health,
+                                                       "error_code": c.error_code},
+                               kb="ASC-SVC-010",
+                               explained_by=["npu.health"])  # npu-smi's view of the same chip
+        ut = c.used_total_mb
+        if ut is not None:
+            used, total = ut
+            limit = total * NPU_MEM_FRACTION if total else NPU_MEM_ABS_MB
+            if used > limit:
+                bad = True
+                msg = (T("NPU id {dev}: HBM {used:.0f} MB used of {total:.0f} MB ({pct:.1f} %, "
+                         "above the alert line of {frac:.1f} %)", dev=c.id, used=used,
+                         total=total, pct=100 * used / total, frac=NPU_MEM_FRACTION * 100)
+                       if total else
+                       T("NPU id {dev}: HBM {used:.0f} MB used and no total series: above the "
+                         "alert line of a 32 GB card ({limit:.0f} MB)", dev=c.id, used=used,
+                         limit=limit))
+                yield Finding.warn(msg, subject=subj, evidence={
+                    "used_mb": used, "total_mb": total, "limit_mb": limit}, kb="ASC-SVC-010")
+        if c.temperature_c is not None and c.temperature_c > NPU_TEMP_FAIL_C:
             bad = True
             yield Finding.fail(T("NPU {dev}: {t:.0f} °C (> {limit:.0f} °C: the 910B "
-                                 "lowers its clock; check the fans)", dev=dev, t=t,
-                                 limit=NPU_TEMP_FAIL_C), subject=f"NPU {dev}",
-                               evidence={"temperature_c": t}, kb="ASC-SVC-010",
-                               cause=f"npu.hot:{dev}")  # npu.temperature's key (checks/npu.py)
+                                 "lowers its clock; check the fans)", dev=c.id,
+                                 t=c.temperature_c, limit=NPU_TEMP_FAIL_C), subject=f"NPU {c.id}",
+                               evidence={"temperature_c": c.temperature_c}, kb="ASC-SVC-010",
+                               cause=f"npu.hot:{c.id}")  # npu.temperature's key (checks/npu.py)
     if not bad:
-        yield Finding.passed(T("NPU exporter series within the alert thresholds"),
-                             evidence={k: v for k, v in data.items() if v})
+        util = [c.utilization_pct for c in m.chips if c.utilization_pct is not None]
+        yield Finding.passed(
+            T("npu-exporter at {url}: {n} devices healthy, HBM and temperature within the "
+              "alert lines, AI Core {lo:.0f}–{hi:.0f} %", url=m.url, n=len(m.chips),
+              lo=min(util) if util else 0.0, hi=max(util) if util else 0.0),
+            evidence={"devices": {c.id: {"hbm_used_mb": c.hbm_used_mb,
+                                         "hbm_total_mb": c.hbm_total_mb,
+                                         "utilization_pct": c.utilization_pct,
+                                         "health": c.health, "temperature_c": c.temperature_c}
+                                  for c in m.chips}})

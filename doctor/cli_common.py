@@ -38,6 +38,8 @@ def input_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Diagnose a bundle written by `collect` (offline)."),
         click.option("--service", "service_url", default=None, metavar="URL",
                      help="vLLM service base URL [default: http://127.0.0.1:8000]."),
+        click.option("--npu-exporter", "npu_exporter_url", default=None, metavar="URL",
+                     help="Huawei npu-exporter base URL [default: http://127.0.0.1:8082]."),
         click.option("--api-key", envvar="VLLM_API_KEY", default=None, show_envvar=True,
                      help="API key for /v1 endpoints (never printed)."),
         click.option("--pid", type=int, default=None, help="The vLLM server process."),
@@ -90,6 +92,7 @@ def build_options(kw: dict[str, Any]):
         elf_paths=tuple(os.path.abspath(p) for p in kw.get("elf_paths") or ()),
         sample_seconds=kw.get("sample_seconds", 3.0),
         watch_seconds=kw.get("watch_seconds"),
+        npu_exporter_url=(kw.get("npu_exporter_url") or "").rstrip("/") or None,
         # a relative interpreter path (.venv/bin/python) means the one under the cwd
         python=(os.path.abspath(kw["python"]) if kw.get("python") and "/" in kw["python"]
                 else kw.get("python")),

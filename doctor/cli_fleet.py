@@ -61,6 +61,16 @@ def render_diff(d: dict[str, Any], lang: str = "en") -> list[str]:
     if diff_is_empty(d):
         return lines + [tt(lang, "no differences in check results, versions, ld.so.conf, "
                                  "npu-smi, launch flags, sysctls or environment")]
+    from .fleet import STACK
+
+    stack = d.get("stack") or []
+    if stack:  # the drift that matters leads: kernel, driver, firmware, CANN, … vllm-ascend
+        lines.append(tt(lang, "stack that differs (kernel, driver, firmware, CANN, torch, "
+                              "torch_npu, vLLM, vllm-ascend):"))
+        lines += [f"  {x['name']:<14} A {v(x['a']):<20} B {v(x['b'])}" for x in stack]
+    if d["flags"]:
+        lines.append(tt(lang, "launch flags that differ:"))
+        lines += [f"  --{x['name']:<28} A {v(x['a']):<20} B {v(x['b'])}" for x in d["flags"]]
     if d["checks"]:
         lines.append(tt(lang, "checks that differ ({n}):", n=len(d["checks"])))
         for c in d["checks"]:
@@ -69,9 +79,10 @@ def render_diff(d: dict[str, Any], lang: str = "en") -> list[str]:
             for side in ("a", "b"):
                 if c[f"{side}_message"]:
                     lines.append(f"      {side.upper()}: {tr(c[side + '_message'], lang)}")
-    if d["versions"]:
+    other = [x for x in d["versions"] if x["name"] not in STACK]
+    if other:
         lines.append(tt(lang, "versions that differ:"))
-        lines += [f"  {x['name']:<14} A {v(x['a']):<20} B {v(x['b'])}" for x in d["versions"]]
+        lines += [f"  {x['name']:<14} A {v(x['a']):<20} B {v(x['b'])}" for x in other]
     if d["ldconf"]:
         ld = d["ldconf"]
         none = tt(lang, "(none)")
@@ -85,9 +96,6 @@ def render_diff(d: dict[str, Any], lang: str = "en") -> list[str]:
     if d["npu"]:
         lines.append(tt(lang, "npu-smi health that differs (npu/chip):"))
         lines += [f"  {x['name']:<6} A {v(x['a']):<10} B {v(x['b'])}" for x in d["npu"]]
-    if d["flags"]:
-        lines.append(tt(lang, "launch flags that differ:"))
-        lines += [f"  --{x['name']:<28} A {v(x['a']):<20} B {v(x['b'])}" for x in d["flags"]]
     if d["sysctls"]:
         lines.append(tt(lang, "sysctls that differ:"))
         lines += [f"  {x['name']:<40} A {v(x['a']):<12} B {v(x['b'])}" for x in d["sysctls"]]
@@ -111,6 +119,20 @@ def render_fleet(r: dict[str, Any], lang: str = "en") -> list[str]:
                                reason=tr(x["reason"], lang)))
     if not r["nodes"]:
         return lines
+    key = [x for x in r["drift"] if x.get("key")]
+    if key:  # what an operator needs first: the stack and launch flags off the majority
+        lines.append(tt(lang, "stack drift (kernel, driver, firmware, CANN, torch, torch_npu, "
+                              "vLLM, vllm-ascend, launch flags):"))
+        for x in key:
+            for o in x["others"]:
+                lines.append("  " + tt(lang, "{field}: {value} on {nodes} (majority: {majority} "
+                                             "on {n})", field=x["field"], value=o["value"],
+                                       nodes=names(o["nodes"]), majority=x["majority"],
+                                       n=x["majority_count"]))
+        odd = r.get("stack_odd_nodes") or []
+        lines.append("  " + tt(lang, "odd nodes ({n}): {nodes}", n=len(odd), nodes=names(
+            [f"{o['node']} ({', '.join(f.split(' ', 1)[1] for f in o['fields'])})"
+             for o in odd])))
     lines.append(tt(lang, "outcome groups ({n}; nodes with the same failing checks):",
                     n=len(r["groups"])))
     for i, g in enumerate(r["groups"]):
@@ -142,9 +164,9 @@ def render_fleet(r: dict[str, Any], lang: str = "en") -> list[str]:
                          f"{where}")
             if p["message"]:
                 lines.append(f"      {tr(p['message'], lang)}")
-    drift = [x for x in r["drift"] if not x.get("per_node")]
+    drift = [x for x in r["drift"] if not x.get("per_node") and not x.get("key")]
     if drift:
-        lines.append(tt(lang, "drift (majority value, then the others):"))
+        lines.append(tt(lang, "other drift (majority value, then the others):"))
         for x in drift:
             lines.append("  " + tt(lang, "{field}: {value} on {n} node(s)", field=x["field"],
                                    value=x["majority"], n=x["majority_count"]))
@@ -154,7 +176,7 @@ def render_fleet(r: dict[str, Any], lang: str = "en") -> list[str]:
     if per_node:
         lines.append(tt(lang, "different on every node (not drift): {fields}",
                         fields=", ".join(per_node)))
-    if len(r["groups"]) == 1 and not drift:
+    if len(r["groups"]) == 1 and not drift and not key:
         lines.append(tt(lang, "every node has the same outcome"))
     return lines
 
@@ -234,7 +256,7 @@ def fleet_cmd(inputs: tuple[str, ...], as_json: bool, nodes_json: bool,
         _out_json(r)
     else:
         _out(render_fleet(r, default_lang()))
-    sys.exit(2 if r["refused"] else 1 if len(r["groups"]) > 1 else 0)
+    sys.exit(2 if r["refused"] else 1 if len(r["groups"]) > 1 or r["stack_odd_nodes"] else 0)
 
 
 COMMANDS = (diff_cmd, fleet_cmd)

@@ -151,7 +151,12 @@ class _SnapshotCollector(Collector):
 
     def _npus(self) -> Iterator[GaugeMetricFamily]:
         chips = _chips(self.snap.npusmi)
-        lab = ["npu", "chip"]
+        # `id` is npu-exporter's label (the logical device id: npu-smi's Phy-ID where the
+        # layout prints one, else the chip's place in npu-smi's order, which is the same on
+        # one-chip-per-NPU boards): dashboards and the doctor's gauges join on (node, id)
+        lab = ["npu", "chip", "id"]
+        ids = {id(c): str(c.phy_id) if getattr(c, "phy_id", None) is not None else str(i)
+               for i, c in enumerate(sorted(chips, key=lambda c: (c.npu, c.chip)))}
         hl = GaugeMetricFamily("ascend_doctor_npu_healthy",
                                "1 when npu-smi reports the chip's health as OK", labels=lab)
         tc = GaugeMetricFamily("ascend_doctor_npu_temperature_celsius",
@@ -165,7 +170,7 @@ class _SnapshotCollector(Collector):
         ai = GaugeMetricFamily("ascend_doctor_npu_aicore_utilization_ratio",
                                "AI Core utilisation (0..1) from npu-smi", labels=lab)
         for c in chips:
-            v = [str(c.npu), str(c.chip)]
+            v = [str(c.npu), str(c.chip), ids[id(c)]]
             hl.add_metric(v, 1.0 if str(c.health).strip().upper() == "OK" else 0.0)
             if c.temp_c is not None:
                 tc.add_metric(v, float(c.temp_c))

@@ -28,8 +28,12 @@ BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 # (label, package name) in the order a reader scans them
 PACKAGES = (("torch", "torch"), ("torch_npu", "torch-npu"), ("vllm", "vllm"),
             ("vllm_ascend", "vllm-ascend"), ("triton_ascend", "triton-ascend"))
-VERSION_KEYS = ("cann", "driver", "firmware", "npu_smi", "chip", "python") + tuple(
+VERSION_KEYS = ("kernel", "cann", "driver", "firmware", "npu_smi", "chip", "python") + tuple(
     k for k, _ in PACKAGES)
+# The drift an operator needs first, in this order: the NPU driver is a kernel module, so the
+# kernel leads; then what sits on it up to the serving stack; then the launch flags.
+STACK = ("kernel", "driver", "firmware", "cann", "torch", "torch_npu", "vllm", "vllm_ascend")
+STACK_FIELDS = tuple(f"version {k}" for k in STACK)
 
 
 @dataclass
@@ -185,7 +189,7 @@ def summarize_report(name: str, report: Report) -> NodeSummary:
                 node.fact_errors["snapshot"] = _short(r.findings[0].message if r.findings
                                                       else "no result")
                 continue
-            node.versions = dict(ev["versions"])
+            node.versions = dict(ev["versions"], kernel=report.host.kernel or None)
             node.env, node.ldconf = dict(ev["env"]), list(ev["ldconf"])
             node.npu, node.flags = dict(ev["npu"]), dict(ev["flags"])
             node.sysctls = dict(ev.get("sysctls", {}))
@@ -248,9 +252,25 @@ def iter_nodes(paths: Iterable[str], registry: Registry,
 _RANK = {s.value: s.rank for s in Status}
 
 
-def _dict_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"name": k, "a": a.get(k), "b": b.get(k)} for k in sorted(set(a) | set(b))
-            if a.get(k) != b.get(k)]
+def _dict_diff(a: Mapping[str, Any], b: Mapping[str, Any],
+               first: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The keys whose values differ; those named in ``first`` lead, in that order."""
+    order = {k: i for i, k in enumerate(first)}
+    keys = sorted(set(a) | set(b), key=lambda k: (order.get(k, len(order)), k))
+    return [{"name": k, "a": a.get(k), "b": b.get(k)} for k in keys if a.get(k) != b.get(k)]
+
+
+def field_rank(fld: str) -> tuple[int, str]:
+    """Where a drift field is listed: the stack (kernel … vllm-ascend) in STACK's order, then
+    launch flags, then everything else by name."""
+    if fld in STACK_FIELDS:
+        return STACK_FIELDS.index(fld), fld
+    return (len(STACK_FIELDS), fld) if fld.startswith("flag --") else (len(STACK_FIELDS) + 1,
+                                                                        fld)
+
+
+def is_key_field(fld: str) -> bool:
+    return fld in STACK_FIELDS or fld.startswith("flag --")
 
 
 def diff_nodes(a: NodeSummary, b: NodeSummary) -> dict[str, Any]:
@@ -275,7 +295,10 @@ def diff_nodes(a: NodeSummary, b: NodeSummary) -> dict[str, Any]:
               "only_a": [d for d in a.ldconf if d not in b.ldconf],
               "only_b": [d for d in b.ldconf if d not in a.ldconf]}
     return {"a": a.name, "b": b.name, "a_host": a.hostname, "b_host": b.hostname,
-            "checks": checks, "versions": _dict_diff(a.versions, b.versions), "ldconf": ld,
+            "stack": _dict_diff({k: a.versions.get(k) for k in STACK},
+                                {k: b.versions.get(k) for k in STACK}, STACK),
+            "checks": checks, "versions": _dict_diff(a.versions, b.versions, STACK),
+            "ldconf": ld,
             "npu": _dict_diff(a.npu, b.npu), "flags": _dict_diff(a.flags, b.flags),
             "sysctls": _dict_diff(a.sysctls, b.sysctls), "env": _dict_diff(a.env, b.env)}
 
@@ -342,7 +365,7 @@ class FleetAccumulator:
                              "absent_on": [x for x in self.names if x not in have],
                              "message": self.messages.get((c, s), "")})
         drift = []
-        for fld in sorted(self.drift):
+        for fld in sorted(self.drift, key=field_rank):
             by = dict(self.drift[fld])
             have = sum(len(v) for v in by.values())
             if have < n:  # nodes without the field (an env var set on some nodes only)
@@ -355,11 +378,21 @@ class FleetAccumulator:
                 drift.append({"field": fld, "majority": None, "majority_count": 0,
                               "per_node": True, "others": []})
                 continue
-            drift.append({"field": fld, "majority": ranked[0][0],
+            drift.append({"field": fld, "majority": ranked[0][0], "key": is_key_field(fld),
                           "majority_count": len(ranked[0][1]), "per_node": False,
                           "others": [{"value": v, "nodes": ns} for v, ns in ranked[1:]]})
         odd = sorted({nd for g in out_groups[1:] for nd in g["nodes"]})
+        # the nodes off the majority in the stack or the launch flags, the most-drifted first
+        off: dict[str, list[str]] = {}
+        for x in drift:
+            if x.get("key"):
+                for o in x["others"]:
+                    for nd in o["nodes"]:
+                        off.setdefault(nd, []).append(x["field"])
+        stack_odd = [{"node": nd, "fields": f} for nd, f in
+                     sorted(off.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
         return {"nodes": n, "refused": [{"bundle": b, "reason": r} for b, r in self.refused],
+                "stack_odd_nodes": stack_odd,
                 "groups": out_groups, "odd_nodes": odd,
                 "common_problems": [p for p in problems if p["count"] == n and n > 1],
                 "some_problems": [p for p in problems if p["count"] < n or n == 1],

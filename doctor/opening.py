@@ -27,7 +27,12 @@ def open_host(root: str | None, bundle: str | None, overlay: str | None = None) 
             raise BundleError(T("bundle {path} does not exist", path=bundle))
         return BundleHost.open(bundle, overlay)
     from .host import LiveHost
-    return LiveHost(root or "/")
+    if not root:
+        return LiveHost("/")
+    # In a pod reading the node at --root /host, the node's npu-smi is placed at its own
+    # path by the Ascend Docker Runtime (deploy/k8s/daemonset.yaml): run that one.
+    tools = tuple(t for t in os.environ.get("ASCEND_DOCTOR_NODE_TOOLS", "").split(",") if t)
+    return LiveHost(root, node_tools=tools)
 
 
 def demo_host(overlay: str | None = None) -> Any:

@@ -29,6 +29,7 @@ class RunOptions:
     sample_seconds: float = 3.0
     watch_seconds: float | None = None
     python: str | None = None  # interpreter whose packages are inspected (default: the service's)
+    npu_exporter_url: str | None = None  # Huawei npu-exporter base URL (None: 127.0.0.1:8082)
     lang: str = "en"
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -16,7 +16,7 @@ from .options import RunOptions
 # the RunOptions fields that shape which questions the checks ask (never api_key, lang)
 REPLAYED = ("service_url", "service_url_given", "pid", "python", "pcap", "sniff_seconds",
             "iface", "profile_dir", "block_audit", "logs", "elf_paths", "sample_seconds",
-            "watch_seconds")
+            "watch_seconds", "npu_exporter_url")
 _MAX_ITEMS = 64
 _MAX_TEXT = 4096
 
@@ -24,7 +24,8 @@ _MAX_TEXT = 4096
 def _valid(name: str, value: Any, default: Any) -> Any:
     """The recorded value when it has the field's type, else the default."""
     if value is None:
-        return None if default is None or name in ("pid", "python") else default
+        return None if default is None or name in ("pid", "python", "npu_exporter_url") \
+            else default
     if name == "service_url_given":
         return value if isinstance(value, bool) else default
     if name == "pid":

@@ -35,10 +35,18 @@ class LiveHost(SysrootPaths, Host):
     SYSROOT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin",
                     "/bin", "/usr/local/Ascend/driver/tools")
 
+    # tools a pod may run as the node's own (doctor/opening.py, ASCEND_DOCTOR_NODE_TOOLS)
+    NODE_TOOLS = frozenset({"npu-smi"})
+
     def __init__(self, root: str = "/", env: Mapping[str, str] | None = None, *,
-                 _test_exec_sysroot: bool = False) -> None:
+                 node_tools: tuple[str, ...] = (), _test_exec_sysroot: bool = False) -> None:
         """``_test_exec_sysroot`` lets tests run a sysroot's stub scripts; no CLI path sets it
-        (``check --root DIR`` never runs DIR's binaries: they are data from elsewhere)."""
+        (``check --root DIR`` never runs DIR's binaries: they are data from elsewhere).
+        ``node_tools`` (only names in NODE_TOOLS) are, with a root, looked up and run from the
+        doctor's own filesystem, not from the root: in a pod reading the node at /host, the
+        node's npu-smi and driver libraries are placed at their own paths by the Ascend Docker
+        Runtime (read-only), so the binary run is the node's tool, never a file of /host."""
+        self.node_tools = frozenset(node_tools) & self.NODE_TOOLS
         self.root = os.path.abspath(root)
         self.is_sysroot = self.root != "/"
         self.kind = "sysroot" if self.is_sysroot else "live"
@@ -101,7 +109,7 @@ class LiveHost(SysrootPaths, Host):
             return None
         if "/" in name:
             return name if self.exists(name) else None
-        if not self.is_sysroot:
+        if not self.is_sysroot or name in self.node_tools:
             import shutil
             path = self._env.get("PATH", os.defpath) + ":" + ":".join(self.SYSROOT_PATH)
             return shutil.which(name, path=path)
@@ -124,7 +132,8 @@ class LiveHost(SysrootPaths, Host):
         argv = tuple(argv)
         if not argv:
             raise ValueError("empty argv")
-        if self.is_sysroot and not self._test_exec_sysroot:
+        node_tool = self.is_sysroot and argv[0] in self.node_tools
+        if self.is_sysroot and not node_tool and not self._test_exec_sysroot:
             raise SourceMissing(argv[0], f"sysroot binaries are not executed: `{argv[0]}` "
                                 f"would run a program from {self.root} on this host")
         prog = self.which(argv[0])
@@ -132,7 +141,7 @@ class LiveHost(SysrootPaths, Host):
             raise SourceMissing(argv[0], "command not found")
         # the file executed is the host path which() checked (norm: "./x" is "/x"), never a
         # name relative to wherever the doctor was started
-        real = self._resolve(prog) if self.is_sysroot else norm(prog)
+        real = self._resolve(prog) if self.is_sysroot and not node_tool else norm(prog)
         cred = spawn.current_run_as()
         creds = spawn.credentials_for(cred, argv[0])
         spawn.refuse_unsafe_binary(real, argv[0], cred)

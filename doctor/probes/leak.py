@@ -1,7 +1,7 @@
 """NPU memory over a watch window while the service is idle (seed 003_d72edf74e71c5e11.txt).
 
 With ``--watch SECONDS`` the sampler reads device HBM use a bounded number of times, from
-``npu-smi info`` (through the npu probe's table parser) or else from NPU exporter series in the service's
+``npu-smi info`` (through the npu probe's table parser) or else from npu-exporter's own endpoint in the
 /metrics, and notes whether requests were running at each point (``vllm:num_requests_running``).
 """
 
@@ -49,22 +49,21 @@ class MemPoint:
 class NpuMemoryTrend:
     """NPU memory over the watch window, for the leak check."""
 
-    source: str  # "npu-smi info" or "<url>/metrics (exporter)"
+    source: str  # "npu-smi info" or "<npu-exporter url>/metrics (npu-exporter)"
     points: tuple[MemPoint, ...]
     watch_s: float
     clamped: bool = False
 
 
 def _exporter_mb(text: str) -> dict[str, float]:
-    snap = parse_metrics(text)
+    """Per-device HBM in use from npu-exporter's own /metrics (MB, keyed by ``id``)."""
+    from .npu_exporter import parse_npu_exporter
+
     out: dict[str, float] = {}
-    for name, scale in (("npu_device_memory_used_bytes", 1 / 2**20),
-                        ("npu_chip_info_hbm_used_memory", 1.0)):
-        for i, s in enumerate(snap.named(name)):
-            dev = s.labels.get("id") or s.labels.get("device") or s.labels.get("npu") or str(i)
-            out[str(dev)] = s.value * scale
-        if out:
-            break
+    for c in parse_npu_exporter(text).chips:
+        ut = c.used_total_mb
+        if ut is not None:
+            out[c.id] = ut[0]
     return out
 
 
@@ -80,7 +79,10 @@ def gather_npu_memory_trend(host: Host, options: RunOptions, http: ServiceHttp |
     step = watch / (n - 1)
     base = http.base_url if http is not None else options.service_url.rstrip("/")
     use_smi = host.which("npu-smi") is not None
-    source = "npu-smi info" if use_smi else f"{base}/metrics (exporter)"
+    from .npu_exporter import DEFAULT_URL
+
+    exporter = (options.npu_exporter_url or DEFAULT_URL).rstrip("/") + "/metrics"
+    source = "npu-smi info" if use_smi else f"{exporter} (npu-exporter)"
     points = []
     for i in range(n):
         t = host.monotonic("leak")
@@ -95,16 +97,21 @@ def gather_npu_memory_trend(host: Host, options: RunOptions, http: ServiceHttp |
             try:
                 snap = parse_metrics(r.text)
                 running = snap.value("vllm:num_requests_running")
-                if not use_smi:
-                    used = _exporter_mb(r.text)
             except ParseError:
                 pass
+        if not use_smi:
+            e = host.http_get(exporter, timeout=HTTP_TIMEOUT)
+            if e.ok:
+                try:
+                    used = _exporter_mb(e.text)
+                except ParseError:
+                    pass
         if used:
             points.append(MemPoint(t, used, running))
         if i < n - 1:
             host.sleep(step)
     if len(points) < 3:
         raise SourceMissing(source, T("only {got} of {n} samples gave NPU memory (no npu-smi and "
-                                      "no npu_device_memory_used_bytes in /metrics)",
+                                      "no npu_chip_info_hbm_used_memory from npu-exporter)",
                                       got=len(points), n=n))
     return NpuMemoryTrend(source, tuple(points), watch, clamped)

@@ -16,6 +16,7 @@ import csv
 import io
 import posixpath
 import re
+import sys
 from operator import itemgetter
 from typing import BinaryIO, Iterable, Iterator
 
@@ -131,9 +132,17 @@ def _header(reader: Iterator[list[str]]) -> list[str]:
     return header
 
 
+if sys.version_info >= (3, 11):
+    def _csv_reader(lines: Iterable[str]) -> Iterator[list[str]]:
+        return csv.reader(lines)
+else:  # Python 3.10's csv refuses NUL ("line contains NUL"); 3.11 reads it as a character
+    def _csv_reader(lines: Iterable[str]) -> Iterator[list[str]]:
+        return csv.reader(ln.replace("\0", "\ufffd") if "\0" in ln else ln for ln in lines)
+
+
 def _open_csv(lines: Iterable[str], columns, required: tuple[str, ...], kind: str):
     """(row reader, header, column index) of one export; an empty file is a format error."""
-    reader = csv.reader(lines)
+    reader = _csv_reader(lines)
     header = _header(reader)
     return reader, header, _index(header, columns, required, kind)
 
@@ -175,7 +184,7 @@ def parse_op_rows(lines: Iterable[str], acc: ProfileAcc, source: str = "op_summa
 
     A row cut short (truncated file) is counted as a problem, not fatal.
     """
-    reader = csv.reader(lines)
+    reader = _csv_reader(lines)
     lay = _op_layout(_header(reader))
     i_dur, i_name, i_step, need, width = lay.i_dur, lay.i_name, lay.i_step, lay.need, lay.width
     key_of = itemgetter(*lay.cols)

@@ -84,7 +84,10 @@ def test_the_mo_ships_inside_the_package():
     assert mo.is_file()
     assert catalog.load("zh") is not None and catalog.load("en") is None
     assert catalog.load("xx") is None
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the tomli backport (a dependency there)
+        import tomli as tomllib
     from pathlib import Path
     pyproject = tomllib.loads((Path(i18n_tools.PKG).parent / "pyproject.toml").read_text())
     data = pyproject["tool"]["setuptools"]["package-data"]["ascend_doctor"]

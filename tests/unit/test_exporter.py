@@ -80,7 +80,7 @@ def test_demo_exposition_parses_with_checks_findings_and_npus(demo_snap: Snapsho
 
 def test_labels_are_bounded_and_never_free_text(demo_snap: Snapshot) -> None:
     fams = _families(exposition(demo_snap))
-    allowed = {"check", "category", "status", "kb", "severity", "npu", "chip", "version",
+    allowed = {"check", "category", "status", "kb", "severity", "npu", "chip", "id", "version",
                "context", "bits", "device"}
     values: dict[str, set[str]] = {}
     for fam in fams.values():
@@ -93,7 +93,8 @@ def test_labels_are_bounded_and_never_free_text(demo_snap: Snapshot) -> None:
     assert values["severity"] <= {"none", "low", "medium", "high", "critical"}
     assert values["category"] <= {c.value for c in Category}
     assert all(re.fullmatch(r"[A-Z]+-[A-Z]+-\d+|none", k) for k in values["kb"])
-    assert all(v.isdigit() for v in values["npu"] | values["chip"] | values.get("device", set()))
+    assert all(v.isdigit() for v in values["npu"] | values["chip"] | values["id"]
+               | values.get("device", set()))
     assert values.get("bits", set()) <= {"single", "double"}
     total = sum(len(f.samples) for f in fams.values())
     assert total < 6 * len(demo_snap.report.results) + 200
@@ -180,7 +181,7 @@ def test_rules_file_passes_promtool_check_and_unit_tests() -> None:
     out = subprocess.run([promtool, "check", "rules", str(RULES / "ascend-doctor-rules.yml")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 13 rules found" in out.stdout + out.stderr
+    assert "SUCCESS: 21 rules found" in out.stdout + out.stderr
     out = subprocess.run([promtool, "test", "rules", "ascend-doctor-rules.test.yml"],
                          cwd=RULES, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr

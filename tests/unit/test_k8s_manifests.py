@@ -26,7 +26,8 @@ def _one(name: str) -> dict:
     return d
 
 
-CORE = ("namespace.yaml", "serviceaccount.yaml", "daemonset.yaml", "collect-cronjob.yaml")
+CORE = ("namespace.yaml", "serviceaccount.yaml", "daemonset.yaml", "collect-cronjob.yaml",
+        "networkpolicy.yaml")
 
 
 @pytest.mark.parametrize("name", CORE)
@@ -63,6 +64,14 @@ def _merge(base, patch):
     return patch
 
 
+def test_service_env_patch_adds_only_dac_read_search():
+    merged = _merge(_one("daemonset.yaml"), _one("service-env.patch.yaml"))
+    kv.validate(merged, VERSION, strict=True)
+    (c,) = merged["spec"]["template"]["spec"]["containers"]
+    assert c["securityContext"]["capabilities"]["add"] == ["SYS_PTRACE", "DAC_READ_SEARCH"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] and c["volumeMounts"]
+
+
 def test_privileged_patch_applies_and_validates():
     merged = _merge(_one("daemonset.yaml"), _one("npu-smi-privileged.patch.yaml"))
     kv.validate(merged, VERSION, strict=True)
@@ -75,8 +84,10 @@ def test_kustomization_lists_every_resource():
     assert k["kind"] == "Kustomization"
     assert sorted(k["resources"]) == sorted(
         p.name for p in K8S.glob("*.yaml")
-        if p.name not in ("kustomization.yaml", "npu-smi-privileged.patch.yaml"))
-    assert "npu-smi-privileged.patch.yaml" in (K8S / "kustomization.yaml").read_text()
+        if p.name not in ("kustomization.yaml", "npu-smi-privileged.patch.yaml",
+                          "service-env.patch.yaml"))
+    for patch in ("npu-smi-privileged.patch.yaml", "service-env.patch.yaml"):
+        assert patch in (K8S / "kustomization.yaml").read_text()
 
 
 def _pod(doc: dict) -> dict:
@@ -98,19 +109,27 @@ def test_podmonitor_selects_the_exporter_port():
         ep["relabelings"]
 
 
-def test_container_args_are_real_cli_options():
+def _here(args: list[str], root: str) -> list[str]:
+    """The args with --root=/host pointing at a directory that exists here (click checks)."""
+    return [f"--root={root}" if a == "--root=/host" else a for a in args]
+
+
+def test_container_args_are_real_cli_options(tmp_path):
     from ascend_doctor.cli import main
 
     ds, cj = _one("daemonset.yaml"), _one("collect-cronjob.yaml")
     (c,) = _pod(ds)["spec"]["containers"]
     sub = main.get_command(None, c["args"][0])
-    ctx = sub.make_context(c["args"][0], list(c["args"][1:]))
+    ctx = sub.make_context(c["args"][0], _here(list(c["args"][1:]), str(tmp_path)))
+    assert ctx.params["root"] == str(tmp_path)
     assert ctx.params["port"] == c["ports"][0]["containerPort"]
     assert ctx.params["listen"] == "0.0.0.0"
     for probe in ("livenessProbe", "readinessProbe"):  # never /healthz: degraded != dead
         assert c[probe]["httpGet"]["path"] == "/metrics"
     (j,) = _pod(cj)["spec"]["containers"]
-    main.get_command(None, j["args"][0]).make_context(j["args"][0], list(j["args"][1:]))
+    jctx = main.get_command(None, j["args"][0]).make_context(
+        j["args"][0], _here(list(j["args"][1:]), str(tmp_path)))
+    assert jctx.params["root"] == str(tmp_path)
 
 
 @pytest.mark.parametrize("name", ["daemonset.yaml", "collect-cronjob.yaml"])
@@ -118,17 +137,47 @@ def test_least_privilege(name):
     doc = _one(name)
     pod = _pod(doc)["spec"]
     assert pod["hostPID"] is True and pod["automountServiceAccountToken"] is False
+    assert "priorityClassName" not in pod  # never system-node-critical: it may evict serving
+    assert not pod.get("hostNetwork") and not pod.get("hostIPC")
     (c,) = pod["containers"]
     sc = c["securityContext"]
     assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
     assert sc.get("privileged", False) is False
-    assert sc["capabilities"]["drop"] == ["ALL"]
-    assert set(sc["capabilities"]["add"]) <= {"SYS_PTRACE", "DAC_READ_SEARCH", "SETUID", "SETGID"}
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}
     assert c["resources"]["limits"]["memory"] and c["resources"]["limits"]["cpu"]
-    host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    host = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
     mounts = {m["name"]: m for m in c["volumeMounts"]}
-    writable = {host[n] for n in host if not mounts[n].get("readOnly")}
+    # the node's / read-only at /host (the node-exporter pattern), and no device hostPaths
+    root = [n for n, h in host.items() if h["path"] == "/"]
+    assert root and mounts[root[0]]["mountPath"] == "/host" and mounts[root[0]]["readOnly"]
+    assert mounts[root[0]]["recursiveReadOnly"] in ("Enabled", "IfPossible")
+    assert not [h for h in host.values() if h.get("type") == "CharDevice"]
+    assert "--root=/host" in c["args"]
+    writable = {host[n]["path"] for n in host if not mounts[n].get("readOnly")}
     assert writable == ({"/var/lib/ascend-doctor/bundles"} if doc["kind"] == "CronJob" else set())
-    assert {"/etc/ld.so.conf", "/etc/ld.so.conf.d", "/usr/local/Ascend"} <= set(host.values())
-    if doc["kind"] == "DaemonSet":
-        assert {f"/dev/davinci{i}" for i in range(8)} | {"/dev/davinci_manager"} <= set(host.values())
+
+
+def test_daemonset_gets_npus_through_the_ascend_docker_runtime_on_every_ascend_node():
+    pod = _pod(_one("daemonset.yaml"))["spec"]
+    (c,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["ASCEND_VISIBLE_DEVICES"] == "all" and env["ASCEND_DOCTOR_NODE_TOOLS"] == "npu-smi"
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    (expr,) = term["matchExpressions"]
+    assert expr["key"] == "accelerator" and {"huawei-Ascend910", "huawei-Ascend310P"} <= set(
+        expr["values"])
+    tolerated = {t["key"] for t in pod["tolerations"]}
+    assert {"huawei.com/Ascend910", "huawei.com/Ascend310P"} <= tolerated
+
+
+def test_networkpolicy_admits_prometheus_and_reaches_only_vllm_and_npu_exporter():
+    np_, ds = _one("networkpolicy.yaml"), _one("daemonset.yaml")
+    assert np_["spec"]["podSelector"]["matchLabels"].items() <= _pod(ds)["metadata"][
+        "labels"].items()
+    assert set(np_["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    (ing,) = np_["spec"]["ingress"]
+    (c,) = _pod(ds)["spec"]["containers"]
+    assert [p["port"] for p in ing["ports"]] == [c["ports"][0]["containerPort"]]
+    (eg,) = np_["spec"]["egress"]
+    assert sorted(p["port"] for p in eg["ports"]) == [8000, 8082] and "to" not in eg

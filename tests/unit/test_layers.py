@@ -33,7 +33,7 @@ def test_import_contracts_are_kept(tmp_path):
     assert exe, "import-linter is in the [test] extra: pip install -e '.[test]'"
     env = {**os.environ, "PYTHONPATH": str(_shadow(tmp_path))}
     # the shadow tree comes first on sys.path, ahead of the editable install's finder
-    r = subprocess.run([exe, "--no-cache", str(ROOT / "pyproject.toml")], cwd=tmp_path,
+    r = subprocess.run([exe, "--no-cache", "--config", str(ROOT / "pyproject.toml")], cwd=tmp_path,
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "kept, 0 broken" in r.stdout, r.stdout[-3000:]

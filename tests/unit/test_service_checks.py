@@ -121,17 +121,6 @@ def test_p99_over_interval_and_disabled_stats():
     assert f.status == Status.WARN and f.kb == ("ASC-SVC-005",)
 
 
-def test_npu_exporter_thresholds():
-    s = MetricsSnapshot((Sample("npu_device_temperature_celsius", {"id": "2"}, 87.0),
-                         Sample("npu_device_temperature_celsius", {"id": "1"}, 60.0),
-                         Sample("npu_hbm_bandwidth_utilization_percent", {"id": "1"}, 97.0),
-                         Sample("npu_device_memory_used_bytes", {"id": "1"}, 29 * 2**30)), 0)
-    fs = list(service.npu_exporter(http(s)))
-    assert {f.subject for f in fs} == {"NPU 1", "NPU 2"} and len(fs) == 3
-    quiet = MetricsSnapshot((Sample("npu_device_temperature_celsius", {"id": "0"}, 60.0),), 0)
-    assert statuses(service.npu_exporter(http(quiet))) == [Status.PASS]
-
-
 # -- config -------------------------------------------------------------------------------
 def test_block_size_version_aware():
     # 0.23 + deepseek_v4 + 16 → falls back to 32: requested vs effective

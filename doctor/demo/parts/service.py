@@ -125,16 +125,33 @@ def metrics_text(step: int) -> str:
         "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
         "# TYPE vllm:cache_config_info gauge",
         f"vllm:cache_config_info{cc} 1.0",
-        "# HELP npu_device_temperature_celsius NPU chip temperature.",
-        "# TYPE npu_device_temperature_celsius gauge",
     ]
-    for dev in range(8):
-        temp = 86 if dev == 3 else 60 + dev  # NPU 3 runs hot, as npu-smi shows (parts/stack.py)
-        lines.append(f'npu_device_temperature_celsius{{id="{dev}"}} {temp:.1f}')
-    lines += ["# HELP npu_hbm_bandwidth_utilization_percent HBM bandwidth utilization.",
-              "# TYPE npu_hbm_bandwidth_utilization_percent gauge"]
-    for dev in range(8):
-        lines.append(f'npu_hbm_bandwidth_utilization_percent{{id="{dev}"}} {91 + (dev % 3):.1f}')
+    return "\n".join(lines) + "\n"
+
+
+def npu_exporter_text() -> str:
+    """Huawei npu-exporter's /metrics on its own port (8082), in its format (the label set of
+    its own test data, tests/fixtures/npu_exporter/): the same chips as npu-smi shows them
+    (parts/stack.py), HBM in MB, utilization in %, health 1/0 (NPU 5's Warning is 0)."""
+    from .stack import LEAK_NPU, NPUS, WARN_NPU
+
+    temps = [47, 49, 46, 86, 48, 51, 45, 44]
+    rows = {
+        "hbm_total_memory": ("the npu hbm total memory", lambda i: 32768),
+        "hbm_used_memory": ("the npu hbm used memory",
+                            lambda i: 5200 if i == LEAK_NPU else 27420),
+        "health_status": ("the npu health status", lambda i: 0 if i == WARN_NPU else 1),
+        "power": ("the npu power", lambda i: 88.0 + i),
+        "temperature": ("the npu temperature", lambda i: temps[i]),
+        "utilization": ("the ai core utilization", lambda i: 0 if i == LEAK_NPU else 71 + i),
+    }
+    lines = ["# HELP machine_npu_nums Amount of npu installed on the machine.",
+             "# TYPE machine_npu_nums gauge", f"machine_npu_nums {NPUS}"]
+    for name, (help_text, value) in rows.items():
+        lines += [f"# HELP npu_chip_info_{name} {help_text}", f"# TYPE npu_chip_info_{name} gauge"]
+        for i in range(NPUS):
+            lines.append(f'npu_chip_info_{name}{{container_name="",id="{i}",model_name="910B4",'
+                         f'namespace="",pcie_bus_info="",pod_name="",vdie_id=""}} {value(i):g}')
     return "\n".join(lines) + "\n"
 
 
@@ -221,6 +238,9 @@ def build(w: BundleWriter) -> None:
     for step in (0, 1):
         w.http(f"{BASE}/metrics", 200, metrics_text(step),
                {"content-type": "text/plain; version=0.0.4; charset=utf-8"}, duration=0.021)
+    # Huawei's npu-exporter on its own port
+    w.http("http://127.0.0.1:8082/metrics", 200, npu_exporter_text(),
+           {"content-type": "text/plain; version=0.0.4; charset=utf-8"}, duration=0.012)
     # host memory: THP off, no HugePages reserved
     w.file("/sys/kernel/mm/transparent_hugepage/enabled", "always madvise [never]\n")
     w.file("/sys/kernel/mm/transparent_hugepage/defrag",
