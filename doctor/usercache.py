@@ -4,9 +4,8 @@ are owned by the effective uid and writable by nobody else, so a doctor run by r
 another user's ``HOME`` neither reads nor writes there; files are opened without following
 links and replaced atomically. ``ASCEND_DOCTOR_CACHE=0`` turns every cache off.
 
-Users: the source index of the installed stack (knowledge/srcindex.py) and compiled
-regexes (doctor/recache.py: SRE programs, which ``_sre`` validates before it runs them). All
-JSON, never Python code. Kept free of project imports so any module can use it first.
+User: the source index of the installed stack (knowledge/srcindex.py), per package
+version. JSON, never Python code. Kept free of project imports so any module can use it first.
 """
 
 from __future__ import annotations
