@@ -64,6 +64,7 @@ def build_rpm_root(deb: Path, dest: Path) -> Path:
     if not ldconfig.exists():
         ldconfig = deb / "sbin/ldconfig"
     shutil.copy2(ldconfig, usr / "sbin/ldconfig")  # static arm64 binary
+    shutil.copy2(deb / "usr/bin/env", usr / "bin/env")  # sets the environment inside (chroot())
     # the interpreter binfmt names must exist inside the tree (Debian's entry has no F flag)
     m = re.search(r"^interpreter (\S+)", BINFMT.read_text(), re.M)
     if m:
