@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.aarch64.userland import BINFMT, SITE, chroot
+from tests.aarch64.userland import BINFMT, SITE
 
 TRIPLE = "aarch64-linux-gnu"
 PY_SITE = "/usr/local/lib64/python3.11/site-packages"
@@ -92,6 +92,9 @@ def build_rpm_root(deb: Path, dest: Path) -> Path:
     for entry in sorted((deb / SITE.lstrip("/")).iterdir()):
         if entry.name.startswith(("torch_npu", "vllm_ascend")):
             shutil.copytree(entry, site / entry.name, symlinks=True)
-    r = chroot(dest, ["/usr/sbin/ldconfig"])
+    # static, and run first: until this cache exists the tree's env (dynamic) finds no libc,
+    # since the Debian loader's own system dirs are not in this layout
+    r = subprocess.run(["chroot", str(dest), "/usr/sbin/ldconfig"], capture_output=True,
+                       text=True, timeout=300, env={"PATH": "/usr/sbin:/usr/bin"})
     assert r.returncode == 0, f"arm64 ldconfig in {dest}: {r.stderr}"
     return dest

@@ -62,8 +62,8 @@ def test_resolver_equals_arm64_ldso_on_rpm_layout(rpmroot):
     missing = {lib for a in answers.values() for lib, p in a.items() if p is None}
     assert CANN_ONLY <= missing
     # the driver's library comes from the cache that ascend.conf fed, as ld.so says
-    if "libc_sec.so" in found or "libc_sec.so" in missing:
-        assert found.get("libc_sec.so") == f"{DRIVER}/common/libc_sec.so"
+    assert found["libc_sec.so"] == f"{DRIVER}/common/libc_sec.so"
+    assert found["libstdc++.so.6"].startswith("/usr/lib64/")
 
 
 def test_check_root_on_openeuler_layout(rpmroot):
