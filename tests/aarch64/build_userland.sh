@@ -87,7 +87,7 @@ mapfile -t ASCEND_WHEELS < <("$HOSTPY" -m tests.artifacts "$TORCH_NPU" 'torch_np
 printf '  %s\n' "${ASCEND_WHEELS[@]}"
 rm -f "$WHEELS"/*.whl "$WHEELS"/*.tar.gz
 "$HOSTPY" -m build --version >/dev/null 2>&1 || "$HOSTPY" -m pip install -q build
-"$HOSTPY" -m build -q --sdist -o "$WHEELS" "$REPO" >/dev/null
+"$HOSTPY" -m build -q --sdist -o "$WHEELS" "$REPO" >"$CACHE/sdist.log" 2>&1 || { tail -20 "$CACHE/sdist.log"; exit 1; }
 DEPS=$("$HOSTPY" - "$REPO/pyproject.toml" <<'EOF2'
 import sys
 try:
