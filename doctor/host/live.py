@@ -37,6 +37,8 @@ def elf_machine_name(head: bytes) -> str | None:
     if len(head) < 20 or head[:4] != b"\x7fELF" or head[5] not in (1, 2):
         return None
     code = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+    if code == 21 and head[5] == 2:
+        return "ppc64"  # big-endian POWER; 21 little-endian is ppc64le
     return _UNAME_MACHINES.get(code)
 
 

@@ -22,6 +22,8 @@ def test_machine_names_from_elf_headers():
     assert elf_machine_name(elf_header(183)) == "aarch64"
     assert elf_machine_name(elf_header(62)) == "x86_64"
     assert elf_machine_name(elf_header(22, data=2)) == "s390x"  # big-endian e_machine
+    assert elf_machine_name(elf_header(21)) == "ppc64le"
+    assert elf_machine_name(elf_header(21, data=2)) == "ppc64"
     assert elf_machine_name(elf_header(9999)) is None
     assert elf_machine_name(b"#!/bin/sh\n" + b"\0" * 60) is None
     assert elf_machine_name(b"\x7fELF") is None
