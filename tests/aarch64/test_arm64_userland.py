@@ -154,3 +154,39 @@ def test_doctor_runs_inside_the_arm64_userland(root):
     verdicts = lambda d: sorted((c["id"], c["status"]) for c in d["checks"])  # noqa: E731
     assert verdicts(doc) == verdicts(theirs)
     assert len(doc["checks"]) > 40
+
+
+_SCANNER_SCRIPT = """
+import dataclasses, importlib, os, sys
+from ascend_doctor.probes import dnsstats
+importlib.import_module("ascend_doctor._dnsscan")  # built by the userland's arm64 gcc
+with open(sys.argv[1], "rb") as fh:
+    if os.environ.get("ASCEND_DOCTOR_PCAP_ENGINE") == "python":
+        out = dnsstats.analyse_capture(fh, "c.pcap", [8000])
+    else:  # the C scanner itself: a refusal (NativeFallback) fails the test
+        out = dnsstats._analyse_native(dnsstats._native(), fh, "c.pcap", frozenset([8000]))
+print(repr(dataclasses.asdict(out)))
+"""
+
+
+def test_arm64_built_dns_scanner_equals_the_python_path(root):
+    """setup.py builds _dnsscan with -ffp-contract=off so that aarch64's fused multiply-add
+    cannot change the latency arithmetic: on arm64 the C scanner (built there) and the
+    Python path must print the same DnsTraffic."""
+    from tests.unit import capgen
+    work = root / "tmp" / f"h-arm-dns-{os.getpid()}"
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        pkts = capgen.per_request(n=300, latency=0.0017, rate=137.0) + capgen.nxdomain_storm(n=80)
+        capgen.write(work / "c.pcap", sorted(pkts, key=lambda p: float(p.time)))
+        (work / "s.py").write_text(_SCANNER_SCRIPT)
+        inside = f"/tmp/{work.name}"
+        argv = ["/opt/doctor/bin/python", f"{inside}/s.py", f"{inside}/c.pcap"]
+        c = chroot(root, argv, env={"HOME": "/root"}, timeout=300)
+        py = chroot(root, argv, env={"HOME": "/root", "ASCEND_DOCTOR_PCAP_ENGINE": "python"},
+                    timeout=300)
+        assert c.returncode == 0 and py.returncode == 0, (c.stderr[-1500:], py.stderr[-1500:])
+        assert c.stdout == py.stdout and "latency" in c.stdout
+    finally:
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
