@@ -24,6 +24,24 @@ from .run import http_get, run_capped
 from .sysroot import SysrootPaths, _os_error
 
 
+# binaries every userland has, whose ELF header names the root's machine
+SYSROOT_ELF_PROBES = ("/bin/sh", "/usr/bin/env", "/sbin/ldconfig", "/usr/bin/python3")
+# e_machine → the name ``uname -m`` prints on that machine
+_UNAME_MACHINES = {62: "x86_64", 183: "aarch64", 3: "i686", 40: "armv7l", 243: "riscv64",
+                   21: "ppc64le", 22: "s390x", 258: "loongarch64"}
+
+
+def elf_machine_name(head: bytes) -> str | None:
+    """``uname -m`` of the machine an ELF file (its first bytes) was built for; None when
+    the bytes are not an ELF header or name a machine not listed."""
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[5] not in (1, 2):
+        return None
+    code = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+    if code == 21 and head[5] == 2:
+        return "ppc64"  # big-endian POWER; 21 little-endian is ppc64le
+    return _UNAME_MACHINES.get(code)
+
+
 class LiveHost(SysrootPaths, Host):
     """This machine, or a directory tree standing in for one (``root``).
 
@@ -283,9 +301,23 @@ class LiveHost(SysrootPaths, Host):
         if self.is_sysroot:
             hostname = self._first_line("/etc/hostname") or "sysroot"
             return HostInfo(hostname, self._first_line("/proc/sys/kernel/osrelease"),
-                            platform.machine(), _os_release(self))
+                            self._sysroot_machine(), _os_release(self))
         u = platform.uname()
         return HostInfo(u.node, u.release, u.machine, _os_release(self))
+
+    def _sysroot_machine(self) -> str:
+        """The root's own machine, read from the ELF header of its shell or loader: an arm64
+        userland inspected from an x86_64 machine is an aarch64 host (its ld.so, its wheels),
+        not the doctor's ``platform.machine()``, which stays the answer for a root without one."""
+        for path in SYSROOT_ELF_PROBES:
+            try:
+                head = self.read_bytes(path, 64)
+            except (SourceMissing, SourceError):
+                continue
+            machine = elf_machine_name(head)
+            if machine:
+                return machine
+        return platform.machine()
 
     def _first_line(self, path: str) -> str:
         try:

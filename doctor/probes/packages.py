@@ -189,7 +189,9 @@ def parse_entry_points(text: str) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
+# lib64: where RPM distributions (openEuler, Kylin) put platlib, so compiled wheels land there
 SITE_GLOBS = ("/usr/lib/python3*/site-packages", "/usr/lib/python3/dist-packages",
+              "/usr/lib64/python3*/site-packages", "/usr/local/lib64/python3*/site-packages",
               "/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3*/dist-packages",
               "/opt/*/lib/python3*/site-packages", "/opt/*/*/lib/python3*/site-packages",
               "/root/*/lib/python3*/site-packages", "/home/*/*/lib/python3*/site-packages",
@@ -281,12 +283,22 @@ def gather_packages(host: Host, options: RunOptions,
                             read_dist_infos(host, sites))
     python = python_for(host, options)
     # The same Host calls in every context, so a bundle replays what was collected.
-    if host.which(python) is not None:
-        res = host.run([python, "-c", _SCRIPT], timeout=20.0, cap=8 * 1024 * 1024,
-                       env={**minimal_env(host.environ()), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
-        if not res.ok:
-            raise SourceError(T("{python} package listing", python=python), res.describe_failure())
-        return parse_packages_json(res.text, f"subprocess {python}")
+    found = host.which(python)
+    if found is not None:
+        try:
+            res = host.run([python, "-c", _SCRIPT], timeout=20.0, cap=8 * 1024 * 1024,
+                           env={**minimal_env(host.environ()), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+        except SourceMissing:
+            res = None  # a sysroot's interpreter is data, never run: read its dist-infos
+        if res is not None:
+            if not res.ok:
+                raise SourceError(T("{python} package listing", python=python),
+                                  res.describe_failure())
+            return parse_packages_json(res.text, f"subprocess {python}")
+        sites, version = interpreter_sites(host, found)
+        if sites:
+            return Packages(version, found, f"dist-info of {found} under {', '.join(sites)}",
+                            read_dist_infos(host, sites))
     sites = [d for g in SITE_GLOBS for d in host.glob(g)]
     if not sites:
         raise SourceMissing("site-packages", T("no {python} and no Python site-packages directory",
