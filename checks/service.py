@@ -15,6 +15,7 @@ from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.packages import Packages
 from ascend_doctor.probes.service import (MetricsSnapshot, ServersHttp, ServiceHttp, bucket_delta,
+                                   endpoint_url,
                                    histogram_quantile, series_names)
 from ascend_doctor.registry import check
 
@@ -48,7 +49,7 @@ def health(http: ServiceHttp, servers: ServersHttp | None = None) -> Iterator[Fi
 
 def _health_one(http: ServiceHttp) -> Iterator[Finding]:
     h = http.health
-    ev = {"url": http.base_url + "/health", "status": h.status, "error": h.error,
+    ev = {"url": endpoint_url(http.base_url, "/health"), "status": h.status, "error": h.error,
           "duration_ms": round(h.duration_s * 1000, 1)}
     if h.status is None:
         err = h.error or "no answer"
@@ -63,13 +64,14 @@ def _health_one(http: ServiceHttp) -> Iterator[Finding]:
                                  err=err), subject=_subject(http),
                                evidence=ev, kb="ASC-SVC-001")
         elif "within" in err:
-            yield Finding.fail(T("service hung: {url}/health gave {err}; the event loop "
-                                 "or the engine is stuck", url=http.base_url, err=err),
+            yield Finding.fail(T("service hung: {url} gave {err}; the event loop "
+                                 "or the engine is stuck", url=endpoint_url(http.base_url, "/health"),
+                                   err=err),
                                subject=_subject(http), evidence=ev,
                                kb="ASC-SVC-003")
         else:
-            yield Finding.fail(T("not a vLLM HTTP answer at {url}/health: {err}",
-                                 url=http.base_url, err=err),
+            yield Finding.fail(T("not a vLLM HTTP answer at {url}: {err}",
+                                 url=endpoint_url(http.base_url, "/health"), err=err),
                                subject=_subject(http), evidence=ev, kb="ASC-SVC-004")
         return
     if h.status == 503 or (h.status >= 500):
@@ -198,7 +200,7 @@ def _metrics_one(http: ServiceHttp) -> Iterator[Finding]:
                            subject=subj)
         return
     if not http.scrapes:
-        yield Finding.error(T("cannot use {url}/metrics: {reason}", url=http.base_url,
+        yield Finding.error(T("cannot use {url}: {reason}", url=endpoint_url(http.base_url, "/metrics"),
                               reason=http.metrics_error),
                             subject=subj, evidence={"reason": http.metrics_error},
                             kb="ASC-SVC-004")

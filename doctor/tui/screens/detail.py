@@ -71,7 +71,11 @@ class DetailScreen(Screen):
                                                        if lang == "en" else tr(f.status.value, lang)),
                                           " ", (r.id, "bold"), " — ", tr(r.title, lang)),
                          id="d-title")
-            meta = [(tt(lang, "severity") + " ", "$text-muted"), tr(f.severity.value, lang),
+            # the ranked severity (ascend_doctor.ranking), the word the report and `explain` use
+            from ascend_doctor.knowledge import load
+            from ...ranking import severity
+            sev = severity(f, r.result, load())
+            meta = [(tt(lang, "severity") + " ", "$text-muted"), tr(sev.value, lang),
                     ("   " + tt(lang, "category") + " ", "$text-muted"),
                     category_name(f.category or r.category, lang)]
             if f.subject:
