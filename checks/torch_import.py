@@ -21,7 +21,8 @@ def torch_npu_import(res: TorchNpuImport, know: Knowledge) -> Iterator[Finding]:
     where = T("{python} ({source}; env: {env})", python=res.interpreter,
               source=res.interpreter_source, env=res.env_source)
     ev = {"interpreter": res.interpreter, "env": res.env_source, "returncode": res.returncode,
-          "seconds": round(res.duration_s, 2), "output": res.output[-3000:], "ran": res.ran}
+          "seconds": round(res.duration_s, 2), "output": res.output[-3000:], "ran": res.ran,
+          "context": dict(res.context)}
     ran = f" ({res.ran})" if res.ran else ""
     if res.timed_out:
         yield Finding.error(T("`{python} -c 'import torch_npu'` did not finish within {s} s "

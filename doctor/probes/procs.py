@@ -209,14 +209,22 @@ class ServiceProcesses:
         return self.servers[0] if self.servers else None
 
 
+# Where a context of the run (interpreter, environment, process, service URL) came from:
+# the user named it (--python, --pid, --service, the caller's environment), the doctor
+# discovered it (a vLLM process on the host), or neither gave one (a default). What the user
+# names wins; discovery only fills what was not named; findings say which one they used.
+NAMED, DISCOVERED, DEFAULT = "named", "discovered", "default"
+
+
 @dataclass(frozen=True, eq=False)
 class ServiceEnv:
     """The environment library and import questions are asked in."""
 
     env: dict[str, str]
-    source: str  # "/proc/<pid>/environ" or "the doctor's own environment"
+    source: str  # "/proc/<pid>/environ (…)" or "the caller's environment (…)"
     pid: int | None = None
     unreadable_reason: str | None = None  # why the service's env could not be read
+    origin: str = DEFAULT  # NAMED, DISCOVERED or DEFAULT
 
 
 def find_servers(procs: list[ProcInfo], pid: int | None) -> ServiceProcesses:
@@ -325,14 +333,31 @@ def gather_service_processes(host: Host, options: RunOptions) -> ServiceProcesse
 
 
 @provider
-def gather_service_env(host: Host, procs: ServiceProcesses | None) -> ServiceEnv:
-    if procs is not None and procs.primary is not None:
-        pid = procs.primary.pid
-        try:
-            env = parse_environ(host.proc_read(pid, "environ"))
-            return ServiceEnv(env, f"/proc/{pid}/environ", pid)
-        except (SourceMissing, SourceError) as exc:
-            return ServiceEnv(host.environ(), T("the doctor's own environment"), pid,
-                              f"/proc/{pid}/environ: {exc.reason}")
+def gather_service_env(host: Host, options: RunOptions, procs: ServiceProcesses | None
+                       ) -> ServiceEnv:
+    """--pid names the process (its environ); --python names an interpreter to run in the
+    caller's environment (a discovered server, maybe another account's, has no say); else
+    the discovered server's; else the doctor's own."""
+    primary = procs.primary if procs is not None else None
+    if options.pid is not None and primary is not None:
+        return _proc_env(host, primary.pid, NAMED,
+                         T("/proc/{pid}/environ (named: --pid {pid})", pid=primary.pid))
+    if options.python:
+        return ServiceEnv(host.environ(), T("the caller's environment (named: --python)"),
+                          None, None, NAMED)
+    if primary is not None:
+        return _proc_env(host, primary.pid, DISCOVERED,
+                         T("/proc/{pid}/environ (discovered: the vLLM server's)",
+                           pid=primary.pid))
     return ServiceEnv(host.environ(),
-                      T("the doctor's own environment (no vLLM server running)"))
+                      T("the doctor's own environment (default: no vLLM server running)"))
+
+
+def _proc_env(host: Host, pid: int, origin: str, source: str) -> ServiceEnv:
+    try:
+        return ServiceEnv(parse_environ(host.proc_read(pid, "environ")), source, pid, None,
+                          origin)
+    except (SourceMissing, SourceError) as exc:
+        return ServiceEnv(host.environ(), T("the doctor's own environment (default: {why})",
+                                            why=f"/proc/{pid}/environ: {exc.reason}"), pid,
+                          f"/proc/{pid}/environ: {exc.reason}", DEFAULT)
