@@ -106,7 +106,8 @@ def _health(smi: NpuSmi) -> Iterator[Finding]:
         if rank == 0:
             continue
         bad += 1
-        ev = {"table": chip.health, "detail": words[1:], "error_codes": codes}
+        ev = {"table": chip.health, "detail": words[1:], "error_codes": codes,
+              "npu": chip.npu, "chip": chip.chip}
         what = (T("device absent or not started") if worst == "UNKNOWN"
                 else T(HEALTH_WORDS.get(rank, "critical fault")))
         msg = T("{subject} ({name}, {bus}) health {worst}{codes} ({what})", subject=subject,
@@ -146,14 +147,16 @@ def _temperature(smi: NpuSmi) -> Iterator[Finding]:
             yield Finding.fail(T("{subject} is at {t} °C (≥ {limit} °C: the chip throttles; check "
                                  "fans and airflow)", subject=subject, t=c.temp_c,
                                  limit=TEMP_FAIL_C), subject=subject,
-                               evidence={"temp_c": c.temp_c, "all": temps}, kb="ASC-NPU-002",
+                               evidence={"temp_c": c.temp_c, "all": temps, "npu": c.npu,
+                                         "chip": c.chip}, kb="ASC-NPU-002",
                                cause=hot_key(c.npu))
         elif c.temp_c >= TEMP_WARN_C:
             bad += 1
             yield Finding.warn(T("{subject} is at {t} °C (≥ {limit} °C, normal is below; "
                                  "throttling starts at {fail} °C)", subject=subject, t=c.temp_c,
                                  limit=TEMP_WARN_C, fail=TEMP_FAIL_C), subject=subject,
-                               evidence={"temp_c": c.temp_c, "all": temps}, kb="ASC-NPU-002")
+                               evidence={"temp_c": c.temp_c, "all": temps, "npu": c.npu,
+                                         "chip": c.chip}, kb="ASC-NPU-002")
     if not bad:
         known = [t for t in temps.values() if t is not None]
         yield Finding.passed(T("hottest chip {t} °C (< {limit} °C)", t=max(known),

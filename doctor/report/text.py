@@ -318,24 +318,64 @@ def _npu_rows(report: Report) -> list[dict]:
     return []
 
 
-def _npu_table(out: _Out, rows: list[dict], lang: str = "en") -> None:
+def _npu_marks(report: Report) -> dict[tuple[Any, Any], dict[str, Any]]:
+    """The cells the npu checks found bad, by (npu, chip): ``temp`` and ``health`` → the
+    finding's status, ``ghosts`` → {pid: status} of exited processes still holding HBM."""
+    marks: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for r, f in report.findings():
+        ev = f.evidence if isinstance(f.evidence, dict) else {}
+        if f.status not in (Status.FAIL, Status.WARN):
+            continue
+        if r.check_id in ("npu.temperature", "npu.health") and "npu" in ev:
+            key = "temp" if r.check_id == "npu.temperature" else "health"
+            marks.setdefault((ev["npu"], ev.get("chip", 0)), {})[key] = f.status
+        elif r.check_id == "npu.processes":
+            for g in ev.get("ghosts") or ():
+                if isinstance(g, (list, tuple)) and len(g) >= 3:
+                    cell = marks.setdefault((g[0], g[1]), {}).setdefault("ghosts", {})
+                    cell[str(g[2])] = f.status
+    return marks
+
+
+def _npu_table(out: _Out, rows: list[dict], lang: str = "en",
+               marks: dict | None = None, glyph: dict[Status, str] | None = None) -> None:
+    """One row per chip; a bad cell carries the status glyph of the finding that judged it
+    (≥ 75/85 °C, health not OK, an exited process holding HBM) and so does its row."""
+    glyph = glyph or GLYPHS
+    marks = marks or {}
+
     def cell(v: Any, unit: str = "") -> str:
         return "-" if v is None else f"{v}{unit}"
 
-    table = [tuple(tr(h, lang) for h in (N_("NPU"), N_("chip"), N_("health"), N_("temp"),
-                                          N_("HBM used / total"), N_("processes")))]
+    def mark(text: str, st: Status | None) -> str:
+        return f"{text} {glyph[st]}" if st is not None else text
+
+    table = [("",) + tuple(tr(h, lang) for h in (N_("NPU"), N_("chip"), N_("health"),
+                                                  N_("temp"), N_("HBM used / total"),
+                                                  N_("processes")))]
     for c in rows:
+        m = marks.get((c.get("npu"), c.get("chip", 0)), {})
         used, total = c.get("hbm_used_mb"), c.get("hbm_total_mb")
         hbm = "-" if used is None else (f"{used} / {total} MB ({100 * used / total:.0f} %)"
                                         if total else f"{used} MB")
-        procs = c.get("processes") or []
-        table.append((f"{c.get('npu')}", f"{c.get('chip')} {_clean(c.get('name', ''))}",
-                      _clean(c.get("health", "")), cell(c.get("temp_c"), " °C"), hbm,
-                      _clean("; ".join(procs)) if procs else tr(N_("none"), lang)))
-    widths = [max(_cells(row[i]) for row in table) for i in range(5)]
+        health = _clean(c.get("health", ""))
+        hst = m.get("health") or (Status.WARN if health and health != "OK" else None)
+        ghosts = m.get("ghosts", {})
+        procs = []
+        for pr in c.get("processes") or []:
+            text = _clean(pr)
+            st = ghosts.get(text.split(" ", 1)[0])
+            procs.append(mark(text, st) + (" " + tr(N_("exited"), lang) if st else ""))
+        states = [s for s in (m.get("temp"), hst, *ghosts.values()) if s is not None]
+        row_st = max(states, key=lambda s: s.rank) if states else None
+        table.append((glyph[row_st] if row_st else "", f"{c.get('npu')}",
+                      f"{c.get('chip')} {_clean(c.get('name', ''))}", mark(health, hst),
+                      mark(cell(c.get("temp_c"), " °C"), m.get("temp")), hbm,
+                      "; ".join(procs) if procs else tr(N_("none"), lang)))
+    widths = [max(_cells(row[i]) for row in table) for i in range(6)]
     for n, row in enumerate(table):
-        head = "  ".join(v + " " * (w - _cells(v)) for v, w in zip(row[:5], widths))
-        out.fit(f"  {head}  {row[5]}", "bold" if n == 0 else None, rest=" " * 6)
+        head = "  ".join(v + " " * (w - _cells(v)) for v, w in zip(row[:6], widths))
+        out.fit(f"  {head}  {row[6]}", "bold" if n == 0 else None, rest=" " * 6)
 
 
 def _kb_entries(f: Finding, kb: Any) -> list[Any]:
@@ -465,7 +505,7 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
     rows = _npu_rows(report)
     if rows:
         out.line()
-        _npu_table(out, rows, lang)
+        _npu_table(out, rows, lang, _npu_marks(report), glyph)
 
     if probs:
         out.line()
