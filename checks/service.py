@@ -31,8 +31,19 @@ HBM_BW_WARN = 95.0  # seed 000: npu_hbm_bandwidth_utilization_percent
 
 
 def _subject(http: ServiceHttp) -> str:
-    """Which server: its pid and API URL when discovered (several may run on one host)."""
-    return f"pid {http.pid} at {http.base_url}" if http.pid is not None else http.base_url
+    """Which server, and which context chose it (issue 31): its pid and API URL when
+    discovered (several may run on one host), the URL --service names, or the default URL."""
+    if http.given:
+        return f"{http.base_url} (named: --service)"
+    if http.pid is not None:
+        return f"pid {http.pid} at {http.base_url} (discovered)"
+    return f"{http.base_url} (default: no --service, no vLLM process found)"
+
+
+def _context(http: ServiceHttp) -> str:
+    """Which service this is: named by --service, discovered (a vLLM process), or the
+    default URL (nothing named, nothing found)."""
+    return "named" if http.given else ("discovered" if http.pid is not None else "default")
 
 
 def _each(http: ServiceHttp, servers: ServersHttp | None) -> tuple[ServiceHttp, ...]:
@@ -49,7 +60,8 @@ def health(http: ServiceHttp, servers: ServersHttp | None = None) -> Iterator[Fi
 
 def _health_one(http: ServiceHttp) -> Iterator[Finding]:
     h = http.health
-    ev = {"url": endpoint_url(http.base_url, "/health"), "status": h.status, "error": h.error,
+    ev = {"url": endpoint_url(http.base_url, "/health"), "base_url": http.base_url,
+          "context": _context(http), "status": h.status, "error": h.error,
           "duration_ms": round(h.duration_s * 1000, 1)}
     if h.status is None:
         err = h.error or "no answer"

@@ -63,16 +63,20 @@ def _kb_severity(f: Finding, kb: _KB | None) -> Severity | None:
     return None
 
 
-def severity(f: Finding, result: CheckResult | None = None, kb: _KB | None = None) -> Severity:
-    """The severity ``f`` is ranked by (see the module docstring for the order of sources)."""
-    sev = _kb_severity(f, kb) if f.status is Status.FAIL else None
+def severity(f: Finding, result: CheckResult | None = None, kb: _KB | None = None,
+             status: Status | None = None) -> Severity:
+    """The severity ``f`` is ranked by (see the module docstring for the order of sources);
+    ``status`` judges it as if it had that status (a problem's root, whose problem fails
+    through the findings it explains: doctor/problems.py)."""
+    st = status or f.status
+    sev = _kb_severity(f, kb) if st is Status.FAIL else None
     if sev is None and f.severity_given:
         sev = f.severity
     if sev is None and result is not None and result.severity is not None:
         sev = result.severity
     if sev is None:
         sev = f.severity
-    cap = _CAPPED.get(f.status)
+    cap = _CAPPED.get(st)
     if cap is not None and SEV_RANK[sev] > SEV_RANK[cap]:
         sev = cap
     return sev

@@ -23,6 +23,24 @@ HEADINGS = {"en": {"cause": "Cause", "steps": "Steps", "advice": "Notes", "sourc
                    "none": "该结果没有知识库条目。", "fix": "修复"}}
 
 
+def detail_severity(app, f: Finding, row: CheckRow):
+    """The word the report and `explain` use: the problem's severity when ``f`` heads one
+    (doctor/problems.py), else the finding's ranked severity (doctor/ranking.py)."""
+    from ascend_doctor.knowledge import load
+
+    from ...problems import group
+    from ...ranking import severity
+
+    kb = load()
+    state = getattr(app, "state", None)
+    rows = getattr(state, "rows", {}) or {}
+    results = [x.result for x in rows.values() if getattr(x, "result", None) is not None]
+    for p in group(results, kb):
+        if p.head[1] is f:
+            return p.severity
+    return severity(f, row.result, kb)
+
+
 def kb_markdown(finding: Finding, lang: str) -> str:
     """The KB entries of a finding as Markdown: title, cause, numbered steps."""
     from ascend_doctor.knowledge import load
@@ -71,10 +89,7 @@ class DetailScreen(Screen):
                                                        if lang == "en" else tr(f.status.value, lang)),
                                           " ", (r.id, "bold"), " — ", tr(r.title, lang)),
                          id="d-title")
-            # the ranked severity (ascend_doctor.ranking), the word the report and `explain` use
-            from ascend_doctor.knowledge import load
-            from ...ranking import severity
-            sev = severity(f, r.result, load())
+            sev = detail_severity(self.app, f, r)
             meta = [(tt(lang, "severity") + " ", "$text-muted"), tr(sev.value, lang),
                     ("   " + tt(lang, "category") + " ", "$text-muted"),
                     category_name(f.category or r.category, lang)]
