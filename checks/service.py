@@ -33,17 +33,17 @@ HBM_BW_WARN = 95.0  # seed 000: npu_hbm_bandwidth_utilization_percent
 def _subject(http: ServiceHttp) -> str:
     """Which server, and which context chose it (issue 31): its pid and API URL when
     discovered (several may run on one host), the URL --service names, or the default URL."""
+    if http.pid is not None:  # "pid N at": found through the process, said as such
+        return f"pid {http.pid} at {http.base_url}"
     if http.given:
         return f"{http.base_url} (named: --service)"
-    if http.pid is not None:
-        return f"pid {http.pid} at {http.base_url} (discovered)"
     return f"{http.base_url} (default: no --service, no vLLM process found)"
 
 
 def _context(http: ServiceHttp) -> str:
     """Which service this is: named by --service, discovered (a vLLM process), or the
     default URL (nothing named, nothing found)."""
-    return "named" if http.given else ("discovered" if http.pid is not None else "default")
+    return "discovered" if http.pid is not None else ("named" if http.given else "default")
 
 
 def _each(http: ServiceHttp, servers: ServersHttp | None) -> tuple[ServiceHttp, ...]:
