@@ -13,7 +13,7 @@ from textual.widgets import Footer, Header, Markdown, Pretty, Static
 
 from ...i18n import N_, tr, tt
 from ...model import Finding
-from ..state import CheckRow
+from ..state import CheckRow, shown_severity
 from ..widgets.checklist import category_name
 from ..widgets.render import status_piece
 
@@ -21,24 +21,6 @@ HEADINGS = {"en": {"cause": "Cause", "steps": "Steps", "advice": "Notes", "sourc
                    "none": "No knowledge-base entry for this finding.", "fix": "Fix"},
             "zh": {"cause": "原因", "steps": "处理步骤", "advice": "说明", "sources": "来源",
                    "none": "该结果没有知识库条目。", "fix": "修复"}}
-
-
-def detail_severity(app, f: Finding, row: CheckRow):
-    """The word the report and `explain` use: the problem's severity when ``f`` heads one
-    (doctor/problems.py), else the finding's ranked severity (doctor/ranking.py)."""
-    from ascend_doctor.knowledge import load
-
-    from ...problems import group
-    from ...ranking import severity
-
-    kb = load()
-    state = getattr(app, "state", None)
-    rows = getattr(state, "rows", {}) or {}
-    results = [x.result for x in rows.values() if getattr(x, "result", None) is not None]
-    for p in group(results, kb):
-        if p.head[1] is f:
-            return p.severity
-    return severity(f, row.result, kb)
 
 
 def kb_markdown(finding: Finding, lang: str) -> str:
@@ -89,7 +71,7 @@ class DetailScreen(Screen):
                                                        if lang == "en" else tr(f.status.value, lang)),
                                           " ", (r.id, "bold"), " — ", tr(r.title, lang)),
                          id="d-title")
-            sev = detail_severity(self.app, f, r)
+            sev = shown_severity(getattr(self.app, "state", None), f, r)
             meta = [(tt(lang, "severity") + " ", "$text-muted"), tr(sev.value, lang),
                     ("   " + tt(lang, "category") + " ", "$text-muted"),
                     category_name(f.category or r.category, lang)]
