@@ -114,6 +114,7 @@ def launch(procs: ServiceProcesses) -> Iterator[Finding]:
     for sp in procs.servers:
         ev = {"pid": sp.pid, "user": sp.user, "interpreter": sp.interpreter,
               "argv": redact_argv(list(sp.proc.cmdline)), "ports": list(sp.listen_ports),
+              "side_ports": list(sp.side_ports),
               "workers": [{"pid": w.pid, "name": w.name} for w in sp.workers],
               "children": len(sp.children), "config_file": sp.config_file,
               "visible_devices": sp.visible_devices}

@@ -35,12 +35,21 @@ def driver_first(conf: LdSoConf, state: LdConfState | None = None,
         conf_files = [f.path for f in conf.files]
         # an Ascend conf file ldconfig does not read explains the absence (ldconf.reached)
         unread = [unread_key(u.path) for u in (state.unreached if state else ()) if u.ascend_dirs]
+        if not unread and stack is not None and not stack.directories:
+            # torch_npu or npu-smi without any /usr/local/Ascend: nothing exists to configure
+            # (the libraries' own checks say what is missing); never "ascend.conf not reached"
+            yield Finding.skip(T("no Ascend directory exists on this host ({root} is absent): "
+                                 "ld.so.conf has nothing to name yet", root="/usr/local/Ascend"),
+                               evidence={"conf_files": conf_files})
+            return
         yield Finding.fail(
             T("no Ascend directory is configured in /etc/ld.so.conf or the files it includes "
               "(read: {files}); libascendcl.so / libascend_hal.so are then found "
               "only through LD_LIBRARY_PATH", files=", ".join(conf_files)),
             subject="/etc/ld.so.conf", evidence={"conf_files": conf_files, "dirs": conf.dirs},
-            kb="ASC-LIB-002", fix="ldconf.ascend-conf", explained_by=unread)
+            # an unread ascend.conf is ASC-LIB-002's case; without one, none was ever written
+            kb="ASC-LIB-002" if unread else "ASC-LIB-014", fix="ldconf.ascend-conf",
+            explained_by=unread)
         return
     first = ascend[0]
     if not _is_driver_lib64(first.path):

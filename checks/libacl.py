@@ -11,6 +11,7 @@ from typing import Iterator
 from ascend_doctor.checks.ldconf import STALE_CACHE, unread_key
 from ascend_doctor.i18n import T
 from ascend_doctor.model import Category, Finding
+from ascend_doctor.options import RunOptions
 from ascend_doctor.probes.ascendfiles import ActiveToolkit, AscendLibIndex, MappedLibs, version_dir
 from ascend_doctor.probes.ldconf import LdSoConf
 from ascend_doctor.probes.libresolve import LibResolution, Resolution
@@ -60,11 +61,22 @@ def _tried_text(r: Resolution) -> str:
 @check("libacl.resolve", title="ld.so finds every library torch_npu / vllm_ascend need",
        category=Category.LIBS, tags=("libs", "libacl"))
 def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, ctx: LibSearchContext,
-            conf: LdSoConf | None) -> Iterator[Finding]:
+            conf: LdSoConf | None, options: RunOptions | None = None) -> Iterator[Finding]:
     envtext = (f"LD_LIBRARY_PATH from {lr.env_source}: "
                + (":".join(lr.ld_library_path) if lr.ld_library_path else "(unset)"))
+    named = set(options.elf_paths) if options is not None else set()
     for c in lr.closures:
-        if c.error:
+        if c.error and c.target in named:
+            # the user's file (doctor/inputs.py): say where it was looked for
+            yield Finding.error(T("cannot read --elf {target} as an ELF file: {reason} (--elf "
+                                  "names the caller's file: relative to the current directory "
+                                  "and read on this machine, also with --root, never a path "
+                                  "inside the inspected root)", target=c.target,
+                                  reason=c.error),
+                                subject=c.target, evidence={"target": c.target,
+                                                            "reason": c.error,
+                                                            "source": f"--elf {c.target}"})
+        elif c.error:
             yield Finding.error(T("cannot read {target} as an ELF file: {reason}",
                                   target=c.target, reason=c.error),
                                 subject=c.target, evidence={"target": c.target,
@@ -82,14 +94,15 @@ def resolve(lr: LibResolution, env: ServiceEnv, index: AscendLibIndex, ctx: LibS
         groups.setdefault(r.name, []).append(r)
     for name, rs in groups.items():
         yield _unresolved(name, rs, lr, env, index, conf_dirs, ctx)
-    if not groups:
-        n = sum(len(c.resolutions) for c in lr.closures)
+    read = [c for c in lr.closures if not c.error and not c.foreign]
+    if not groups and read:
+        n = sum(len(c.resolutions) for c in read)
         yield Finding.passed(
             T("all {n} DT_NEEDED entries of {files} ELF file(s) resolve ({env}; {preload})",
-              n=n, files=len(lr.closures) - len(foreign), env=envtext, preload=lr.preload_note),
+              n=n, files=len(read), env=envtext, preload=lr.preload_note),
             evidence={"env_source": lr.env_source, "ld_library_path": list(lr.ld_library_path),
                       "preload": lr.preload_note, "targets": [c.target for c in lr.closures]})
-    else:
+    elif groups:
         yield Finding.info(T("resolved in the service's environment — {env}; {preload}",
                              env=envtext, preload=lr.preload_note),
                            evidence={"env_source": lr.env_source, "pid": lr.service_pid,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ascend_doctor.i18n import T
+from ascend_doctor.i18n import N_, Msg, T
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.msprof import DeviceProfile, Profile
 from ascend_doctor.registry import check
@@ -43,6 +43,49 @@ def _dir_text(p: Profile) -> str:
 
 def _top(d: DeviceProfile, n: int = 3) -> str:
     return ", ".join(f"{t} {_ms(u)}" for t, u in d.top_ops[:n]) or T("none exported")
+
+
+# What to do depends on which copy API the profile shows (a blocking copy is fixed by not
+# blocking; an asynchronous one by moving less). CANN's runtime API reference documents
+# aclrtMemcpy as synchronous (the host waits for the copy) and aclrtMemcpyAsync as queued on a
+# stream; the 2-D variants copy strided (pitched) regions.
+_API_FIX = {
+    "aclrtMemcpy": N_("the synchronous aclrtMemcpy blocks the host thread until each copy "
+                      "ends: issue the copies with aclrtMemcpyAsync on a stream (in PyTorch: "
+                      "tensor.to('npu', non_blocking=True) from pinned host memory) so they "
+                      "overlap compute"),
+    "aclrtMemcpyAsync": N_("aclrtMemcpyAsync already overlaps compute, so the volume is the "
+                           "cost: keep the data resident on the device (upload weights and "
+                           "constant buffers once, not per step) and batch small copies"),
+    "aclrtMemcpy2d": N_("the synchronous 2-D (strided) aclrtMemcpy2d blocks the host and copies "
+                        "row by row: make the tensor contiguous and copy it in one "
+                        "aclrtMemcpyAsync"),
+    "aclrtMemcpy2dAsync": N_("the strided aclrtMemcpy2dAsync copies row by row: make the source "
+                             "contiguous so one linear copy moves it"),
+}
+_API_FIX_OTHER = N_("copy less per step: keep the data resident on the device")
+
+
+def dominant_copy_api(d: DeviceProfile) -> tuple[str, float, int, float] | None:
+    """(API, us, calls, share of all aclrtMemcpy* time) of the copy API with the most time,
+    or None when the export has no API statistics."""
+    if not d.api_memcpy_by or d.api_memcpy_us <= 0:
+        return None
+    name, us, calls = d.api_memcpy_by[0]
+    return name, us, calls, us / d.api_memcpy_us
+
+
+def _api_text(d: DeviceProfile) -> "Msg":
+    top = dominant_copy_api(d)
+    if top is None:
+        return T("; no API statistics exported, so the copy API (aclrtMemcpy or "
+                 "aclrtMemcpyAsync) cannot be told")
+    name, us, calls, share = top
+    others = ", ".join(f"{n} {_ms(u)}" for n, u, _c in d.api_memcpy_by[1:3])
+    return T("; {api} dominates the copies ({share} of aclrtMemcpy* time, {calls} calls, "
+             "{time}{others}): {fix}", api=name, share=f"{share:.0%}", calls=calls,
+             time=_ms(us), others=T("; then {list}", list=others) if others else "",
+             fix=T(_API_FIX.get(name, _API_FIX_OTHER)))
 
 
 # cause key: the same large buffer is copied host-to-device again and again (the copy-bound
@@ -84,7 +127,9 @@ def copy_bound(p: Profile) -> Iterator[Finding]:
               "hccl_memcpy_us": d.hccl_memcpy_us, "hccl_memcpy_tasks": d.hccl_memcpy_tasks,
               "api_memcpy_us": d.api_memcpy_us, "api_memcpy_calls": d.api_memcpy_calls,
               "api_total_us": d.api_total_us, "copy_source": d.copy_source,
-              "top_ops": [list(x) for x in d.top_ops], "bytes_by_direction": _directions(p)}
+              "top_ops": [list(x) for x in d.top_ops], "bytes_by_direction": _directions(p),
+              "copy_apis": [list(x) for x in d.api_memcpy_by],
+              "dominant_copy_api": (dominant_copy_api(d) or (None,))[0]}
         api_share = d.api_memcpy_us / d.api_total_us if d.api_total_us else None
         share_txt = (T("; aclrtMemcpy* is {share} of ACL API time ({calls} calls)",
                        share=f"{api_share:.0%}", calls=d.api_memcpy_calls)
@@ -106,11 +151,13 @@ def copy_bound(p: Profile) -> Iterator[Finding]:
                     "ACL API time", device=d.device, time=_ms(d.api_memcpy_us),
                     ratio=f"{ratio:.0%}")
         if ratio > COPY_FAIL:
-            yield Finding.fail(T("{text}: data movement, not compute, bounds this run", text=msg),
+            yield Finding.fail(T("{text}: data movement, not compute, bounds this run{api}",
+                                 text=msg, api=_api_text(d)),
                                subject=f"device {d.device}", evidence=ev, kb="ASC-PROF-001",
                                explained_by=WEIGHTS_RECOPIED)
         elif ratio > COPY_WARN:
-            yield Finding.warn(msg, subject=f"device {d.device}", evidence=ev, kb="ASC-PROF-001")
+            yield Finding.warn(T("{text}{api}", text=msg, api=_api_text(d)),
+                               subject=f"device {d.device}", evidence=ev, kb="ASC-PROF-001")
         else:
             yield Finding.passed(msg, subject=f"device {d.device}", evidence=ev)
     if not seen:

@@ -166,7 +166,8 @@ def _health(smi: NpuSmi, know: Knowledge | None = None) -> Iterator[Finding]:
                  if i and i != "NA"]
         entries = [e for e in (alarm_entry(know, c) for c in codes) if e is not None]
         ev = {"table": chip.health, "detail": words[1:], "error_codes": codes,
-              "error_information": infos, "documented": [e.id for e in entries]}
+              "error_information": infos, "documented": [e.id for e in entries],
+              "npu": chip.npu, "chip": chip.chip}
         what = (T("device absent or not started") if worst == "UNKNOWN"
                 else T(HEALTH_WORDS.get(rank, "critical fault")))
         meaning = ""
@@ -213,14 +214,16 @@ def _temperature(smi: NpuSmi) -> Iterator[Finding]:
             yield Finding.fail(T("{subject} is at {t} °C (≥ {limit} °C: the chip throttles; check "
                                  "fans and airflow)", subject=subject, t=c.temp_c,
                                  limit=TEMP_FAIL_C), subject=subject,
-                               evidence={"temp_c": c.temp_c, "all": temps}, kb="ASC-NPU-002",
+                               evidence={"temp_c": c.temp_c, "all": temps, "npu": c.npu,
+                                         "chip": c.chip}, kb="ASC-NPU-002",
                                cause=hot_key(c.npu))
         elif c.temp_c >= TEMP_WARN_C:
             bad += 1
             yield Finding.warn(T("{subject} is at {t} °C (≥ {limit} °C, normal is below; "
                                  "throttling starts at {fail} °C)", subject=subject, t=c.temp_c,
                                  limit=TEMP_WARN_C, fail=TEMP_FAIL_C), subject=subject,
-                               evidence={"temp_c": c.temp_c, "all": temps}, kb="ASC-NPU-002")
+                               evidence={"temp_c": c.temp_c, "all": temps, "npu": c.npu,
+                                         "chip": c.chip}, kb="ASC-NPU-002")
     if not bad:
         known = [t for t in temps.values() if t is not None]
         yield Finding.passed(T("hottest chip {t} °C (< {limit} °C)", t=max(known),

@@ -16,6 +16,7 @@ from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.npu_exporter import NpuExporterMetrics
 from ascend_doctor.probes.packages import Packages
 from ascend_doctor.probes.service import (MetricsSnapshot, ServersHttp, ServiceHttp, bucket_delta,
+                                   endpoint_url,
                                    histogram_quantile, series_names)
 from ascend_doctor.registry import check
 
@@ -30,8 +31,19 @@ NPU_MEM_ABS_BYTES = 28 * 1024 ** 3
 
 
 def _subject(http: ServiceHttp) -> str:
-    """Which server: its pid and API URL when discovered (several may run on one host)."""
-    return f"pid {http.pid} at {http.base_url}" if http.pid is not None else http.base_url
+    """Which server, and which context chose it (issue 31): its pid and API URL when
+    discovered (several may run on one host), the URL --service names, or the default URL."""
+    if http.pid is not None:  # "pid N at": found through the process, said as such
+        return f"pid {http.pid} at {http.base_url}"
+    if http.given:
+        return f"{http.base_url} (named: --service)"
+    return f"{http.base_url} (default: no --service, no vLLM process found)"
+
+
+def _context(http: ServiceHttp) -> str:
+    """Which service this is: named by --service, discovered (a vLLM process), or the
+    default URL (nothing named, nothing found)."""
+    return "discovered" if http.pid is not None else ("named" if http.given else "default")
 
 
 def _each(http: ServiceHttp, servers: ServersHttp | None) -> tuple[ServiceHttp, ...]:
@@ -48,7 +60,8 @@ def health(http: ServiceHttp, servers: ServersHttp | None = None) -> Iterator[Fi
 
 def _health_one(http: ServiceHttp) -> Iterator[Finding]:
     h = http.health
-    ev = {"url": http.base_url + "/health", "status": h.status, "error": h.error,
+    ev = {"url": endpoint_url(http.base_url, "/health"), "base_url": http.base_url,
+          "context": _context(http), "status": h.status, "error": h.error,
           "duration_ms": round(h.duration_s * 1000, 1)}
     if h.status is None:
         err = h.error or "no answer"
@@ -63,13 +76,14 @@ def _health_one(http: ServiceHttp) -> Iterator[Finding]:
                                  err=err), subject=_subject(http),
                                evidence=ev, kb="ASC-SVC-001")
         elif "within" in err:
-            yield Finding.fail(T("service hung: {url}/health gave {err}; the event loop "
-                                 "or the engine is stuck", url=http.base_url, err=err),
+            yield Finding.fail(T("service hung: {url} gave {err}; the event loop "
+                                 "or the engine is stuck", url=endpoint_url(http.base_url, "/health"),
+                                   err=err),
                                subject=_subject(http), evidence=ev,
                                kb="ASC-SVC-003")
         else:
-            yield Finding.fail(T("not a vLLM HTTP answer at {url}/health: {err}",
-                                 url=http.base_url, err=err),
+            yield Finding.fail(T("not a vLLM HTTP answer at {url}: {err}",
+                                 url=endpoint_url(http.base_url, "/health"), err=err),
                                subject=_subject(http), evidence=ev, kb="ASC-SVC-004")
         return
     if h.status == 503 or (h.status >= 500):
@@ -204,7 +218,7 @@ def _metrics_one(http: ServiceHttp) -> Iterator[Finding]:
                            subject=subj)
         return
     if not http.scrapes:
-        yield Finding.error(T("cannot use {url}/metrics: {reason}", url=http.base_url,
+        yield Finding.error(T("cannot use {url}: {reason}", url=endpoint_url(http.base_url, "/metrics"),
                               reason=http.metrics_error),
                             subject=subj, evidence={"reason": http.metrics_error},
                             kb="ASC-SVC-004")

@@ -21,7 +21,8 @@ def torch_npu_import(res: TorchNpuImport, know: Knowledge) -> Iterator[Finding]:
     where = T("{python} ({source}; env: {env})", python=res.interpreter,
               source=res.interpreter_source, env=res.env_source)
     ev = {"interpreter": res.interpreter, "env": res.env_source, "returncode": res.returncode,
-          "seconds": round(res.duration_s, 2), "output": res.output[-3000:], "ran": res.ran}
+          "seconds": round(res.duration_s, 2), "output": res.output[-3000:], "ran": res.ran,
+          "context": dict(res.context)}
     ran = f" ({res.ran})" if res.ran else ""
     if res.timed_out:
         yield Finding.error(T("`{python} -c 'import torch_npu'` did not finish within {s} s "
@@ -36,8 +37,8 @@ def torch_npu_import(res: TorchNpuImport, know: Knowledge) -> Iterator[Finding]:
         return
     last = res.last_line or T("exit {rc}, no output", rc=res.returncode)
     if "No module named 'torch_npu'" in last:
-        yield Finding.skip(T("torch_npu is not installed in {python}: {last}",
-                             python=res.interpreter, last=last), evidence=ev)
+        yield Finding.skip(T("torch_npu is not installed in {where}: {last}",
+                             where=where, last=last), evidence=ev)
         return
     matches = know.match_lines(res.output.splitlines())
     # entries written for this check explain it best; other matches follow in rank order

@@ -489,4 +489,4 @@ def driver_firmware(cann: CannStack) -> Iterator[Finding]:
                              "compatible_version_fw {text}: upgrade the firmware package to the"
                              " one released with the driver",
                              version=fw.version, version2=drv.version, text=text),
-                           evidence=ev, kb="ASC-VER-004")
+                           evidence=ev, kb="ASC-VER-012")

@@ -119,6 +119,36 @@ _ELSEWHERE = {"explain": "cli_kb", "kb": "cli_kb", "triage": "cli_kb", "fix": "c
               "fleet": "cli_fleet"}
 
 
+EXIT_INTERRUPTED = 128 + 2  # SIGINT, as a shell reports a program Ctrl-C stopped
+
+
+def _pipe_closed() -> None:
+    """The reader of stdout went away (``… | head``): end as other Unix tools do, killed by
+    SIGPIPE, with no message; the unwritten rest of the report goes nowhere."""
+    import signal
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush writes nowhere
+    except (OSError, ValueError):
+        pass
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    os._exit(128 + 13)  # pragma: no cover (where there is no SIGPIPE)
+
+
+def _interrupted(lang: str) -> None:
+    """Ctrl-C: one line and 130, never "at least one fail" (1) or a traceback. The checks'
+    commands were killed by the engine; their daemon threads do not hold the exit."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    click.echo(f"\nascend-doctor: {tt(lang, 'interrupted')}", err=True)
+    sys.exit(EXIT_INTERRUPTED)
+
+
 class _Group(click.Group):
     """Every command's errors end as one line on stderr and exit 2, never a traceback:
     bad inputs (DoctorError, OSError, ValueError) say what was wrong; anything else is an
@@ -150,7 +180,14 @@ class _Group(click.Group):
         # read before click hands the arguments to the subcommand (it empties these)
         lang = _arg_lang([*getattr(ctx, "_protected_args", ()), *ctx.args])
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:  # the report is written before the exit code: a closed pipe shows here
+                sys.stdout.flush()
+        except BrokenPipeError:
+            _pipe_closed()
+        except KeyboardInterrupt:
+            _interrupted(lang)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except DoctorError as exc:

@@ -78,11 +78,39 @@ def _user_path(p: str | None) -> str | None:
     return os.path.abspath(p) if p else p
 
 
+def service_url(text: str | None) -> str | None:
+    """``--service`` as the probes use it: an http(s) URL with a host (its path's trailing
+    "/" dropped, a query kept for the endpoints). Anything else is a usage error that gives
+    the corrected URL in one line: ``127.0.0.1:8000`` would otherwise be asked as a path and
+    reported as a service that "does not speak vLLM's HTTP"."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from .errors import UsageError
+    from .i18n import T
+
+    if not text:
+        return None
+    raw = text.strip()
+    try:
+        parts = urlsplit(raw)
+        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 (raises ValueError on a port that is not a number)
+    except ValueError:
+        ok = False
+    if not ok:
+        scheme = raw.split("://", 1)[0] if "://" in raw else ""
+        fixed = "http://" + (raw.split("://", 1)[1] if scheme else raw).lstrip("/")
+        raise UsageError(T("--service {url} is not an http(s) URL with a host: write "
+                           "--service {fixed}", url=raw, fixed=fixed))
+    return urlunsplit((parts.scheme.lower(), parts.netloc, parts.path.rstrip("/"), parts.query,
+                       ""))
+
+
 def build_options(kw: dict[str, Any]):
     from .options import RunOptions
 
     return RunOptions(
-        service_url=(kw.get("service_url") or "http://127.0.0.1:8000").rstrip("/"),
+        service_url=service_url(kw.get("service_url")) or "http://127.0.0.1:8000",
         service_url_given=bool(kw.get("service_url")), pid=kw.get("pid"),
         api_key=kw.get("api_key"), pcap=_user_path(kw.get("pcap")),
         sniff_seconds=kw.get("sniff_seconds"),

@@ -170,6 +170,26 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
     for _ in range(min(max(1, config.jobs), len(slots))):
         start_worker()
 
+    try:
+        _wait_all(slots, results, pending, done, config, start_worker, on_result)
+    except KeyboardInterrupt:  # Ctrl-C: kill what the checks started, then let it through
+        for slot in slots:
+            slot.token.cancel(T("interrupted"))
+        raise
+
+    # cancelled checks unwind within moments (their commands are dead); wait that long so a
+    # RecordingHost has recorded how they ended, but never for one stuck in pure Python
+    grace = time.monotonic() + ABANDON_GRACE_S
+    for slot in slots:
+        if slot.token.cancelled and slot.thread is not None:
+            slot.thread.join(timeout=max(0.0, grace - time.monotonic()))
+    ordered = tuple(results[s.id] for s in sorted(specs, key=lambda s: s.id))
+    return Report(__version__, host.info(), config.context or host.kind, started_at,
+                  round(time.monotonic() - t0, 4), ordered, options.public())
+
+
+def _wait_all(slots, results, pending, done, config, start_worker, on_result) -> None:
+    """Wait for every check, abandoning those past their time limit (see ``run``)."""
     with done:
         while len(results) < len(slots):
             now = time.monotonic()
@@ -198,16 +218,6 @@ def run(host: Host, options: RunOptions | None = None, registry: Registry | None
                     wait = min(wait, left)
             if len(results) < len(slots):
                 done.wait(timeout=max(wait, 0.005))
-
-    # cancelled checks unwind within moments (their commands are dead); wait that long so a
-    # RecordingHost has recorded how they ended, but never for one stuck in pure Python
-    grace = time.monotonic() + ABANDON_GRACE_S
-    for slot in slots:
-        if slot.token.cancelled and slot.thread is not None:
-            slot.thread.join(timeout=max(0.0, grace - time.monotonic()))
-    ordered = tuple(results[s.id] for s in sorted(specs, key=lambda s: s.id))
-    return Report(__version__, host.info(), config.context or host.kind, started_at,
-                  round(time.monotonic() - t0, 4), ordered, options.public())
 
 
 def select_ids(registry: Registry, only: Iterable[str], skip: Iterable[str]) -> list[str]:

@@ -124,8 +124,13 @@ def group(report: Report | Iterable[CheckResult], kb: Any = None) -> list[Proble
         pr = sorted(pr, key=lambda t: (tuple(-x for x in ranking.finding_key(t[1], t[0], kb)),
                                        -per_check[t[0].check_id]))
         ps = ranking.rank_findings([items[n][:2] for n in symptoms], kb)
-        sev = max((ranking.severity(f, r, kb) for r, f in pr + ps),
-                  key=ranking.SEV_RANK.__getitem__)
+        # one severity per problem, everywhere: its root cause's (the head finding's), the
+        # word `explain` of the head's entry and the TUI's detail of the head print too; a
+        # problem that explains more findings ranks first among equals (ranking.problem_key)
+        # (a root that is a warning but explains a fail is judged as the failing problem it
+        # heads: its KB entry's severity, the word `explain` prints)
+        status = worst_status([f.status for _, f in pr + ps])
+        sev = ranking.severity(pr[0][1], pr[0][0], kb, status)
         refs = {id(items[n][1]): (items[n][0].check_id, items[n][2]) for n in ns}
         problems.append(Problem(key, tuple(pr), tuple(ps), sev, refs))
     return sorted(problems, key=ranking.problem_key)

@@ -4,8 +4,9 @@ The text report, the JSON ``problems`` order, the TUI's "worst" and the ``fix`` 
 sort with this module, so they never disagree about what to read first.
 
 Severity of a finding, first that applies:
-1. the highest severity of its knowledge-base entries (critical/high/medium/low), when the
-   finding is a ``fail``: the entry describes the confirmed condition;
+1. the severity of its first knowledge-base entry (critical/high/medium/low), when the
+   finding is a ``fail``: the entry describes the confirmed condition (and is the one
+   ``explain`` is pointed at);
 2. a severity the check chose for the finding, else the check's declared ``severity``;
 3. derived from the status (fail → high, warn/error → medium).
 
@@ -48,28 +49,34 @@ class _KB(Protocol):
 
 
 def _kb_severity(f: Finding, kb: _KB | None) -> Severity | None:
+    """The severity of the finding's first KB entry that has one: the entry the report's
+    ``why: ascend-doctor explain ID`` names, so the word a report prints is the word
+    ``explain`` prints (a later entry is related reading, not this finding's rank)."""
     if kb is None:
         return None
-    found: list[Severity] = []
     for kid in f.kb:
         entry = kb.get(kid)
         try:
-            found.append(Severity(getattr(entry, "severity", "")))
+            return Severity(getattr(entry, "severity", ""))
         except ValueError:
             continue
-    return max(found, key=SEV_RANK.__getitem__) if found else None
+    return None
 
 
-def severity(f: Finding, result: CheckResult | None = None, kb: _KB | None = None) -> Severity:
-    """The severity ``f`` is ranked by (see the module docstring for the order of sources)."""
-    sev = _kb_severity(f, kb) if f.status is Status.FAIL else None
+def severity(f: Finding, result: CheckResult | None = None, kb: _KB | None = None,
+             status: Status | None = None) -> Severity:
+    """The severity ``f`` is ranked by (see the module docstring for the order of sources);
+    ``status`` judges it as if it had that status (a problem's root, whose problem fails
+    through the findings it explains: doctor/problems.py)."""
+    st = status or f.status
+    sev = _kb_severity(f, kb) if st is Status.FAIL else None
     if sev is None and f.severity_given:
         sev = f.severity
     if sev is None and result is not None and result.severity is not None:
         sev = result.severity
     if sev is None:
         sev = f.severity
-    cap = _CAPPED.get(f.status)
+    cap = _CAPPED.get(st)
     if cap is not None and SEV_RANK[sev] > SEV_RANK[cap]:
         sev = cap
     return sev
@@ -112,7 +119,8 @@ class _ProblemLike(Protocol):
 
 
 def problem_key(p: _ProblemLike) -> tuple[int, int, int, int, int, str]:
-    """Sort key (ascending = first): severity, then how many findings it explains, then a
+    """Sort key (ascending = first): severity (its root cause's: doctor/problems.py), then
+    how many findings it explains, then a
     real fail before a crash before a warning, then the actionable (a fix, a KB entry)."""
     f = p.head[1]
     return (-SEV_RANK[p.severity], -len(p.members), -STATUS_WEIGHT.get(p.status, 0),

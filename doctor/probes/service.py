@@ -245,32 +245,44 @@ def key_for(host: Host, sp, base: str, api_key: str | None) -> tuple[str | None,
                   f"send it there)")
 
 
+def endpoint_url(base: str, path: str) -> str:
+    """``base`` with an endpoint's path appended to its path, its query kept after it:
+    ``http://h:8000/?token=X`` + ``/v1/models`` is ``http://h:8000/v1/models?token=X``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(base)
+    if not parts.query and not parts.fragment:
+        return base.rstrip("/") + path  # the common case, as recorded in bundles
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, parts.query,
+                       ""))
+
+
 def gather_http(host: Host, base: str, given: bool, api_key: str | None,
                 interval: float = SCRAPE_INTERVAL) -> ServiceHttp:
     """The bounded probe sequence; same Host calls in every context (bundles replay it)."""
-    base = base.rstrip("/")
+    base = endpoint_url(base, "")
     eps: dict[str, Endpoint] = {}
-    health = host.http_get(base + "/health", timeout=HTTP_TIMEOUT)
+    health = host.http_get(endpoint_url(base, "/health"), timeout=HTTP_TIMEOUT)
     eps["/health"] = _endpoint("/health", health, want_json=False)
     if health.status is None:  # nothing answers: do not spend four more timeouts
         return ServiceHttp(base, given, eps, (), "not scraped: /health got no HTTP answer")
-    eps["/version"] = _endpoint("/version", host.http_get(base + "/version",
+    eps["/version"] = _endpoint("/version", host.http_get(endpoint_url(base, "/version"),
                                                          timeout=HTTP_TIMEOUT), True)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     eps["/v1/models"] = _endpoint("/v1/models", host.http_get(
-        base + "/v1/models", timeout=HTTP_TIMEOUT, headers=headers), True)
+        endpoint_url(base, "/v1/models"), timeout=HTTP_TIMEOUT, headers=headers), True)
     scrapes: list[MetricsSnapshot] = []
     err = None
     for i in range(2):
         t = host.monotonic("metrics")
-        r = host.http_get(base + "/metrics", timeout=HTTP_TIMEOUT, cap=METRICS_CAP)
+        r = host.http_get(endpoint_url(base, "/metrics"), timeout=HTTP_TIMEOUT, cap=METRICS_CAP)
         ep = _endpoint("/metrics", r, want_json=False)
         eps["/metrics"] = ep
         if r.status is None or ep.error or not (200 <= r.status < 300):
             err = ep.describe() if r.status is None or ep.error else f"GET /metrics: HTTP {r.status}"
             break
         try:
-            snap = parse_metrics(r.text, base + "/metrics")
+            snap = parse_metrics(r.text, endpoint_url(base, "/metrics"))
         except ParseError as exc:
             err = exc.reason
             break
@@ -320,7 +332,7 @@ def gather_servers_http(host: Host, options: RunOptions, procs: ServiceProcesses
         return ServersHttp((http,))
     out, seen, skipped = [http], {http.base_url}, []
     for sp in procs.servers[1:]:
-        base = sp.api_url(options.service_url).rstrip("/")
+        base = endpoint_url(sp.api_url(options.service_url), "")
         if base in seen or len(out) >= MAX_SERVERS:
             skipped.append(sp.pid)
             continue

@@ -11,11 +11,11 @@ from __future__ import annotations
 from ..errors import SourceError, SourceMissing
 from ..i18n import T
 from ..host import Host
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from ..spawn import RunAs, as_service, display, isolate_python, minimal_env
 from ..options import RunOptions
 from ..registry import provider
-from .procs import ServiceEnv, ServiceProcesses
+from .procs import DEFAULT, DISCOVERED, NAMED, ServiceEnv, ServiceProcesses  # noqa: F401
 
 IMPORT_TIMEOUT_S = 60.0
 
@@ -32,6 +32,7 @@ class TorchNpuImport:
     duration_s: float
     output: str  # stderr (else stdout), tail
     ran: str = ""  # what ran and as whom: "ran /opt/venv/bin/python -I -c … as uid 1000 (vllm)"
+    context: dict = field(default_factory=dict)  # {"interpreter": origin, "env": origin}
 
     @property
     def ok(self) -> bool:
@@ -45,21 +46,34 @@ class TorchNpuImport:
 
 def pick_interpreter(procs: ServiceProcesses | None, options: RunOptions) -> tuple[str, str]:
     """--python when given (the user named it), else the vLLM server's, else python3."""
+    python, why, _origin = interpreter_context(procs, options)
+    return python, why
+
+
+def interpreter_context(procs: ServiceProcesses | None, options: RunOptions
+                        ) -> tuple[str, str, str]:
+    """(interpreter, how it was chosen, origin): named by --python, discovered (the vLLM
+    server's), or the default python3."""
     if options.python:
-        return options.python, "--python"
+        return options.python, T("named: --python"), NAMED
     if procs is not None and procs.primary is not None and procs.primary.interpreter:
-        return procs.primary.interpreter, T("the vLLM server's interpreter (pid {pid})",
-                                             pid=procs.primary.pid)
-    return "python3", T("python3 on PATH (no vLLM server running, no --python)")
+        if procs.pinned:
+            return procs.primary.interpreter, T("named: the interpreter of --pid {pid}",
+                                                pid=procs.primary.pid), NAMED
+        return procs.primary.interpreter, T("discovered: the vLLM server's interpreter "
+                                            "(pid {pid})", pid=procs.primary.pid), DISCOVERED
+    return "python3", T("default: python3 on PATH (no vLLM server running, no --python)"), DEFAULT
 
 
 def service_credentials(host: Host, procs: ServiceProcesses | None,
-                        env: ServiceEnv | None) -> RunAs | None:
+                        env: ServiceEnv | None, interpreter_from_service: bool = True
+                        ) -> RunAs | None:
     """Whose rights the import runs with: the service's, when anything comes from its world
-    (its interpreter or its environment); None (the doctor's own) when nothing does."""
+    (its interpreter or its environment); None (the caller's own) when nothing does — as
+    with ``--python`` and no ``--pid``, whatever else runs on the host."""
     server = procs.primary if procs is not None else None
     pid = env.pid if env is not None and env.pid is not None else (
-        server.proc.pid if server is not None else None)
+        server.proc.pid if server is not None and interpreter_from_service else None)
     if pid is None:
         return None
     proc = server.proc if server is not None and server.proc.pid == pid else None
@@ -121,14 +135,14 @@ def service_pythonpath(host: Host, value: str, uid: int) -> tuple[list[str], lis
 @provider
 def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses | None,
                         env: ServiceEnv | None) -> TorchNpuImport:
-    python, why = pick_interpreter(procs, options)
+    python, why, origin = interpreter_context(procs, options)
     if host.which(python) is None:
         raise SourceMissing(python, T("interpreter not found ({why})", why=why))
     own = host.environ()
     environ = env.env if env is not None else own
-    if environ == own:  # the doctor's own environment: only what the import needs, no secrets
+    if environ == own:  # the caller's own environment: only what the import needs, no secrets
         environ = minimal_env(own)
-    cred = service_credentials(host, procs, env)
+    cred = service_credentials(host, procs, env, not options.python)
     used, dropped = [], []
     if env is not None and env.pid is not None and cred is not None and environ is env.env:
         used, dropped = service_pythonpath(host, environ.get("PYTHONPATH", ""), cred.uid)
@@ -147,4 +161,5 @@ def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses
         ran += "; PYTHONPATH entries not used: " + "; ".join(f"{p} ({why})" for p, why in dropped)
     out = (res.stderr or res.stdout).decode("utf-8", "replace")
     return TorchNpuImport(python, why, env.source if env else T("the doctor's own environment"),
-                          res.returncode, res.timed_out, res.duration_s, out[-8000:], ran)
+                          res.returncode, res.timed_out, res.duration_s, out[-8000:], ran,
+                          {"interpreter": origin, "env": env.origin if env else DEFAULT})

@@ -3,8 +3,8 @@
 a root cause with the findings it explains (doctor/problems.py), worst first
 (doctor/ranking.py). Passes and skips are counted; ``-v`` lists them and every problem.
 
-No line is wider than ``WIDTH`` columns (long messages wrap, or are cut with "…" in the
-short view). Rich renders it; NO_COLOR and non-terminals get plain text; terminals that
+No line is wider than ``WIDTH`` columns: long messages wrap; on a terminal the short view
+cuts them with "…", in a pipe or a file nothing is cut (a script or a ticket gets every word). Rich renders it; NO_COLOR and non-terminals get plain text; terminals that
 cannot encode the glyphs get ASCII ones.
 """
 
@@ -18,7 +18,7 @@ from .. import problems as _problems
 from .. import ranking
 from ..i18n import N_, ntt, tr, tt
 from ..model import Category, CheckResult, Finding, Report, Status
-from ..probes.stack import NO_STACK_SOURCE
+from ..probes.stack import NO_STACK_SOURCE, NO_STACK_SOURCES, SERVICE_NO_STACK_SOURCE
 from ..redact import neutralise, redact_text
 from ..suggest import next_step, report_fix_command
 
@@ -125,12 +125,32 @@ def _fit(text: str, width: int = WIDTH) -> str:
     return text.rstrip() + "…"
 
 
+def _break(text: str, room: int, rest_room: int) -> list[str]:
+    """``text`` in lines of at most ``room`` (then ``rest_room``) cells, broken at the last
+    space that fits; unlike :func:`wrap` the spacing inside a line is kept (aligned columns)."""
+    lines: list[str] = []
+    while _cells(text) > room and room > 0:
+        cut, acc = 0, 0
+        for ch in text:
+            acc += _cells(ch)
+            if acc > room:
+                break
+            cut += 1
+        at = text.rfind(" ", 0, cut + 1)
+        at = at if at > 0 and text[:at].strip() else max(cut, 1)
+        lines.append(text[:at].rstrip())
+        text, room = text[at:].lstrip(), rest_room
+    lines.append(text)
+    return lines
+
+
 class _Out:
     """Plain lines in, markup-styled lines out: the style goes on a known prefix only, so
     wrapping is computed on the text the user sees."""
 
-    def __init__(self, console: Any) -> None:
+    def __init__(self, console: Any, cut: bool = True) -> None:
         self.console = console
+        self.cut = cut  # a terminal: long lines are cut with "…"; a pipe or file gets them whole
         self.count = 0
         self.buf: list[str] = []
 
@@ -150,10 +170,26 @@ class _Out:
             self.console.print("\n".join(self.buf))
         self.buf = []
 
+    def limit(self, max_lines: int | None) -> int | None:
+        """``max_lines`` on a terminal; None (every line) when the report goes to a file."""
+        return max_lines if self.cut else None
+
     def para(self, text: str, first: str, rest: str | None = None, style: str | None = None,
              max_lines: int | None = None) -> None:
-        for ln in wrap(text, WIDTH, first, rest, max_lines):
+        for ln in wrap(text, WIDTH, first, rest, self.limit(max_lines)):
             self.line(ln, style)
+
+    def fit(self, text: str, style: str | None = None, lead: str = "",
+            lead_style: str | None = None, rest: str = "    ") -> None:
+        """One line cut to the width on a terminal; elsewhere wrapped, never cut."""
+        room = WIDTH - _cells(lead)
+        if self.cut or _cells(text) <= room:
+            self.line(_fit(text, room), style, lead, lead_style)
+            return
+        lines = _break(text, room, WIDTH - _cells(rest))
+        self.line(lines[0], style, lead, lead_style)
+        for ln in lines[1:]:
+            self.line(rest + ln, style)
 
 
 # category and severity names as the reader sees them (the JSON keeps the English values)
@@ -184,24 +220,43 @@ def _warnings(lang: str, n: int) -> str:
 def no_stack(report: Report) -> list[str]:
     """Checks skipped because the host has no Ascend stack (their skip names the source)."""
     return [r.check_id for r, f in report.findings() if f.status is Status.SKIP
-            and isinstance(f.evidence, dict) and f.evidence.get("source") == NO_STACK_SOURCE]
+            and isinstance(f.evidence, dict) and f.evidence.get("source") in NO_STACK_SOURCES]
+
+
+def _warned(lang: str, n: int) -> str:
+    """The summary's warn count (checks whose status is warn), as line 1 says it."""
+    return ntt(lang, n, "{n} check warned", "{n} checks warned")
 
 
 def verdict(report: Report, probs: list[_problems.Problem], kb: Any = None,
             lang: str = "en") -> tuple[Status, str]:
-    """The first line: what is wrong, in one sentence."""
+    """The first line: what is wrong, in one sentence. Its warning count is the summary's
+    (checks that warned), never a count of something else under the same word."""
     failing = [p for p in probs if p.status in (Status.FAIL, Status.ERROR)]
     warning = [p for p in probs if p.status is Status.WARN]
+    warned = report.summary["warn"]
     absent = no_stack(report)
-    if absent and not failing:
-        reason = next((f.evidence.get("reason", "") for _, f in report.findings()
-                       if isinstance(f.evidence, dict)
-                       and f.evidence.get("source") == NO_STACK_SOURCE), "")
-        text = tt(lang, "No Ascend stack on this host: {reason} ({checks} that need one skipped)",
-                  reason=tr(reason, lang), checks=_checks(lang, len(absent)))
-        if warning:
-            text += f"; {_warnings(lang, len(warning))}"
-        return Status.SKIP, text
+    if absent:
+        # one fact, said once: no stack (or a vLLM service running without one); what else
+        # failed follows it, the worst named
+        source, reason = next((f.evidence.get("source"), f.evidence.get("reason", ""))
+                              for _, f in report.findings() if isinstance(f.evidence, dict)
+                              and f.evidence.get("source") in NO_STACK_SOURCES)
+        args = {"reason": tr(reason, lang), "checks": _checks(lang, len(absent))}
+        if source == SERVICE_NO_STACK_SOURCE:
+            text = tt(lang, "A vLLM service runs without an Ascend stack: {reason} ({checks} "
+                      "that need one skipped)", **args)
+        else:
+            text = tt(lang, "No Ascend stack on this host: {reason} ({checks} that need one "
+                      "skipped)", **args)
+        if failing:
+            text += tt(lang, "; besides, {problems} (the worst: {title})",
+                       problems=ntt(lang, len(failing), "{n} problem", "{n} problems"),
+                       title=_clean(tr(failing[0].title(kb, lang), lang)))
+        if warned:
+            text += f"; {_warned(lang, warned)}"
+        status = failing[0].status if failing else (Status.WARN if warning else Status.SKIP)
+        return status, text
     if not probs:
         s = report.summary
         text = tt(lang, "No problem found: {checks} passed", checks=_checks(lang, s["pass"]))
@@ -218,10 +273,10 @@ def verdict(report: Report, probs: list[_problems.Problem], kb: Any = None,
         checks = parts[0] if len(parts) == 1 else tt(lang, "{a} and {b}", a=parts[0], b=parts[1])
         text = ntt(lang, len(failing), "{n} problem explains {checks}",
                    "{n} problems explain {checks}", checks=checks)
-        if warning:
-            text += tt(lang, " (and {warnings})", warnings=_warnings(lang, len(warning)))
+        if warned:
+            text += tt(lang, " (and {warnings})", warnings=_warned(lang, warned))
     else:
-        text = tt(lang, "{warnings}, nothing failed", warnings=_warnings(lang, len(warning)))
+        text = tt(lang, "{warnings}, nothing failed", warnings=_warned(lang, warned))
     return worst.status, text + tt(lang, "; the worst: {title}",
                                    title=_clean(tr(worst.title(kb, lang), lang)))
 
@@ -263,24 +318,64 @@ def _npu_rows(report: Report) -> list[dict]:
     return []
 
 
-def _npu_table(out: _Out, rows: list[dict], lang: str = "en") -> None:
+def _npu_marks(report: Report) -> dict[tuple[Any, Any], dict[str, Any]]:
+    """The cells the npu checks found bad, by (npu, chip): ``temp`` and ``health`` → the
+    finding's status, ``ghosts`` → {pid: status} of exited processes still holding HBM."""
+    marks: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for r, f in report.findings():
+        ev = f.evidence if isinstance(f.evidence, dict) else {}
+        if f.status not in (Status.FAIL, Status.WARN):
+            continue
+        if r.check_id in ("npu.temperature", "npu.health") and "npu" in ev:
+            key = "temp" if r.check_id == "npu.temperature" else "health"
+            marks.setdefault((ev["npu"], ev.get("chip", 0)), {})[key] = f.status
+        elif r.check_id == "npu.processes":
+            for g in ev.get("ghosts") or ():
+                if isinstance(g, (list, tuple)) and len(g) >= 3:
+                    cell = marks.setdefault((g[0], g[1]), {}).setdefault("ghosts", {})
+                    cell[str(g[2])] = f.status
+    return marks
+
+
+def _npu_table(out: _Out, rows: list[dict], lang: str = "en",
+               marks: dict | None = None, glyph: dict[Status, str] | None = None) -> None:
+    """One row per chip; a bad cell carries the status glyph of the finding that judged it
+    (≥ 75/85 °C, health not OK, an exited process holding HBM) and so does its row."""
+    glyph = glyph or GLYPHS
+    marks = marks or {}
+
     def cell(v: Any, unit: str = "") -> str:
         return "-" if v is None else f"{v}{unit}"
 
-    table = [tuple(tr(h, lang) for h in (N_("NPU"), N_("chip"), N_("health"), N_("temp"),
-                                          N_("HBM used / total"), N_("processes")))]
+    def mark(text: str, st: Status | None) -> str:
+        return f"{text} {glyph[st]}" if st is not None else text
+
+    table = [("",) + tuple(tr(h, lang) for h in (N_("NPU"), N_("chip"), N_("health"),
+                                                  N_("temp"), N_("HBM used / total"),
+                                                  N_("processes")))]
     for c in rows:
+        m = marks.get((c.get("npu"), c.get("chip", 0)), {})
         used, total = c.get("hbm_used_mb"), c.get("hbm_total_mb")
         hbm = "-" if used is None else (f"{used} / {total} MB ({100 * used / total:.0f} %)"
                                         if total else f"{used} MB")
-        procs = c.get("processes") or []
-        table.append((f"{c.get('npu')}", f"{c.get('chip')} {_clean(c.get('name', ''))}",
-                      _clean(c.get("health", "")), cell(c.get("temp_c"), " °C"), hbm,
-                      _clean("; ".join(procs)) if procs else tr(N_("none"), lang)))
-    widths = [max(_cells(row[i]) for row in table) for i in range(5)]
+        health = _clean(c.get("health", ""))
+        hst = m.get("health") or (Status.WARN if health and health != "OK" else None)
+        ghosts = m.get("ghosts", {})
+        procs = []
+        for pr in c.get("processes") or []:
+            text = _clean(pr)
+            st = ghosts.get(text.split(" ", 1)[0])
+            procs.append(mark(text, st) + (" " + tr(N_("exited"), lang) if st else ""))
+        states = [s for s in (m.get("temp"), hst, *ghosts.values()) if s is not None]
+        row_st = max(states, key=lambda s: s.rank) if states else None
+        table.append((glyph[row_st] if row_st else "", f"{c.get('npu')}",
+                      f"{c.get('chip')} {_clean(c.get('name', ''))}", mark(health, hst),
+                      mark(cell(c.get("temp_c"), " °C"), m.get("temp")), hbm,
+                      "; ".join(procs) if procs else tr(N_("none"), lang)))
+    widths = [max(_cells(row[i]) for row in table) for i in range(6)]
     for n, row in enumerate(table):
-        head = "  ".join(v + " " * (w - _cells(v)) for v, w in zip(row[:5], widths))
-        out.line(_fit(f"  {head}  {row[5]}"), "bold" if n == 0 else None)
+        head = "  ".join(v + " " * (w - _cells(v)) for v, w in zip(row[:6], widths))
+        out.fit(f"  {head}  {row[6]}", "bold" if n == 0 else None, rest=" " * 6)
 
 
 def _kb_entries(f: Finding, kb: Any) -> list[Any]:
@@ -323,7 +418,7 @@ def _problem(out: _Out, n: int, p: _problems.Problem, glyph: dict[Status, str], 
     if len(p.members) > 1:
         title += tt(lang, " ({n} findings)", n=len(p.members))
     ind = " " * (len(lead) + 1)
-    lines = wrap(title, WIDTH, " " * len(lead), ind, None if verbose else 1)
+    lines = wrap(title, WIDTH, " " * len(lead), ind, None if verbose else out.limit(1))
     out.line(lines[0][len(lead):], "bold", lead, STYLES[st])
     for ln in lines[1:]:
         out.line(ln, "bold")
@@ -379,7 +474,7 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
     console = Console(file=stream, no_color=no_color, highlight=False, soft_wrap=True,
                       force_terminal=None if not no_color else False, emoji=False)
     glyph = _glyphs(stream)
-    out = _Out(console)
+    out = _Out(console, cut=bool(getattr(stream, "isatty", lambda: False)()))
     # a narrow run (--only a few checks) is a question about those checks: answer in full
     verbose = verbose or len(report.results) <= FEW_CHECKS
     probs = _problems.group(report, kb)
@@ -399,19 +494,19 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
         head = tt(lang, "ascend-doctor {version} — {host} ({os}) — context: {context}",
                   version=report.tool_version, host=_clean(h.hostname),
                   os=_clean(h.os or h.arch), context=report.context)
-    out.line(_fit(head), "dim")
+    out.fit(head, "dim")
     inputs = report.inputs if isinstance(report.inputs, dict) else {}
     if inputs.get("service_url_given") and inputs.get("service_url"):
-        out.line(_fit(tt(lang, "service: {url}", url=_clean(inputs["service_url"]))), "dim")
+        out.fit(tt(lang, "service: {url}", url=_clean(inputs["service_url"])), "dim")
 
     out.line()
     for cst, ctext in _category_lines(report, probs, kb, lang):
-        out.line(_fit(ctext, WIDTH - len(glyph[cst]) - 1), None, f"{glyph[cst]} ", STYLES[cst])
+        out.fit(ctext, None, f"{glyph[cst]} ", STYLES[cst])
 
     rows = _npu_rows(report)
     if rows:
         out.line()
-        _npu_table(out, rows, lang)
+        _npu_table(out, rows, lang, _npu_marks(report), glyph)
 
     if probs:
         out.line()
@@ -431,12 +526,12 @@ def render(report: Report, stream: TextIO | None = None, kb: Any = None, lang: s
                 body = (f"{_pad(sev, 8)} {r.check_id}{extra}: "
                         f"{_clean(tr(p.title(kb, lang), lang))}")
                 lead = f"{n:>2} {glyph[p.status]} "
-                out.line(_fit(body, WIDTH - _cells(lead)), None, lead, STYLES[p.status])
+                out.fit(body, None, lead, STYLES[p.status], rest=" " * (len(lead) + 2))
         if warns:
             lead = f"   {glyph[Status.WARN]} "
             lines = wrap(f"{_warnings(lang, len(warns))}: "
                          + _members_text([p.head for p in warns]), WIDTH, " " * len(lead),
-                         " " * len(lead), max_lines=None if verbose else 2)
+                         " " * len(lead), max_lines=None if verbose else out.limit(2))
             out.line(lines[0][len(lead):], None, lead, STYLES[Status.WARN])
             for ln in lines[1:]:
                 out.line(ln)

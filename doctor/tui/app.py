@@ -25,7 +25,7 @@ from ..model import Status
 from . import fixflow
 from .commands import DoctorCommands
 from .lang import localize_binding, localize_tree
-from .livefeed import LiveSeries, Poll, poll_live, replay_bundle
+from .livefeed import LiveSeries, Poll, poll_live, probed_url, replay_bundle
 from .messages import CheckFinished, LiveUpdate, RunFinished, RunStarted
 from .screens.dashboard import DashboardScreen
 from .screens.detail import DetailScreen, kb_markdown
@@ -74,6 +74,11 @@ class DoctorApp(App):
         self.state = RunState()
         self.series = LiveSeries()
         self.live_errors: list[str] = []
+        # the service the panel polls: the one --service names, else the one the checks
+        # found and probed (service.health), known once that check has run
+        self.live_url: str | None = (self.options.service_url
+                                     if getattr(self.options, "service_url_given", False)
+                                     else None)
         self.overlay: str | None = None
         self._own_overlay = False
         self.journal: list[tuple[str, str]] = []  # (journal id, check id), newest last
@@ -185,6 +190,7 @@ class DoctorApp(App):
         if m.run_id != self._run_counter:
             return
         self.state.add(m.result)
+        self._learn_live_url([m.result])
         self._refresh()
         self._follow_detail(m.result.check_id)
 
@@ -195,6 +201,7 @@ class DoctorApp(App):
             for r in m.report.results:
                 self.state.add(r)
             self.state.report = m.report
+            self._learn_live_url(m.report.results)
         self.state.finished = True
         self._error = m.error
         self._refresh()
@@ -212,25 +219,45 @@ class DoctorApp(App):
         return self.state.finished
 
     # -- live panel --------------------------------------------------------------------
+    def _learn_live_url(self, results) -> None:
+        if getattr(self.options, "service_url_given", False):
+            return  # named: what the user names wins
+        url = probed_url(results)
+        if url and url != self.live_url:
+            self.live_url = url
+            self.series = LiveSeries()  # another service's history is not this one's
+
+    def _panel_url(self) -> str | None:
+        """The URL to poll now: the named or probed one; before the checks have probed any,
+        None (the panel waits) — after the run, the checks' own fallback (the default)."""
+        if self.live_url:
+            return self.live_url
+        return self.options.service_url if self.state.finished else None
+
     def _live_tick(self) -> None:
         self._live_poll()
 
     @work(thread=True, exclusive=True, group="live", exit_on_error=False)
     def _live_poll(self) -> None:
+        url = self._panel_url()
         try:
-            if self.demo or self.bundle:
+            if url is None:  # the checks have not found the service yet: nothing to ask
+                poll = Poll(errors=["waiting for the checks to find the service"],
+                            recorded=False, url=None)
+            elif self.demo or self.bundle:
                 host = self.make_host()
                 data = getattr(host, "data", None)
-                poll = replay_bundle(data, self.options.service_url) if data is not None else Poll()
+                poll = replay_bundle(data, url) if data is not None else Poll()
             else:
                 # the key goes only to a --service the user named (issue 34), never to
                 # whatever listens on the default port
                 headers = ({"Authorization": f"Bearer {self.options.api_key}"}
                            if getattr(self.options, "api_key", None)
                            and getattr(self.options, "service_url_given", False) else None)
-                poll = poll_live(self.make_host(), self.options.service_url, headers)
+                poll = poll_live(self.make_host(), url, headers)
         except Exception as exc:
             poll = Poll(errors=[f"live panel: {type(exc).__name__}: {exc}"])
+        poll.url = url
         self.post_message(LiveUpdate(poll))
 
     def on_live_update(self, m: LiveUpdate) -> None:
@@ -242,8 +269,10 @@ class DoctorApp(App):
             self.series.add_metrics(s)
         for n in p.npus:
             self.series.add_npus(n)
-        source = (f"recorded in the {self.context}, {len(p.metrics)} samples" if p.recorded
-                  else f"{self.options.service_url}, every {LIVE_INTERVAL:g} s")
+        from ..redact import redact_text
+        shown = redact_text(p.url) if p.url else "service not found yet"
+        source = (f"{shown}, recorded in the {self.context}, {len(p.metrics)} samples"
+                  if p.recorded else f"{shown}, every {LIVE_INTERVAL:g} s")
         dash = self.dashboard
         if dash is not None and dash.is_mounted:
             from .widgets.live import LivePanel
@@ -251,8 +280,9 @@ class DoctorApp(App):
                 dash.query_one("#live", LivePanel).show_series(self.series, source, p.errors)
             except NoMatches:  # the app is shutting down
                 return
-        if not p.recorded and self.live_enabled:
-            self.set_timer(LIVE_INTERVAL, self._live_tick)  # re-armed after each poll
+        if (not p.recorded or p.url is None) and self.live_enabled:
+            # re-armed after each poll; a bundle's recording is replayed once its URL is known
+            self.set_timer(LIVE_INTERVAL if p.url else 0.5, self._live_tick)
 
     # -- navigation --------------------------------------------------------------------
     def selected(self):

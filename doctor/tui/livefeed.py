@@ -172,6 +172,7 @@ class Poll:
     npus: list[list[NpuReading]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     recorded: bool = False
+    url: str | None = None  # the service URL polled (None: not known yet)
 
 
 POLL_TIMEOUT = 5.0  # a loaded server's API process can take seconds to answer /metrics
@@ -183,8 +184,10 @@ def poll_live(host: Any, service_url: str, headers: dict[str, str] | None = None
 
     It runs in a worker thread, re-armed only after it returns, so a slow answer delays
     the next sample instead of piling requests on a busy server."""
+    from ..probes.service import endpoint_url
+
     out = Poll()
-    url = service_url.rstrip("/") + "/metrics"
+    url = endpoint_url(service_url, "/metrics")
     resp = host.http_get(url, timeout=timeout, headers=headers)
     if resp.status == 200:
         try:
@@ -209,8 +212,10 @@ def replay_bundle(data: Any, service_url: str) -> Poll:
     """Every /metrics and `npu-smi info` answer recorded in a bundle, in order."""
     from ..bundle import _key
 
+    from ..probes.service import endpoint_url
+
     out = Poll(recorded=True)
-    url = service_url.rstrip("/") + "/metrics"
+    url = endpoint_url(service_url, "/metrics")
     for e in data.get("http", url) or []:
         if e.get("status") == 200 and e.get("body"):
             try:
@@ -223,6 +228,20 @@ def replay_bundle(data: Any, service_url: str) -> Poll:
     if not out.metrics:
         out.errors.append(f"no {url} answer was recorded in this bundle")
     return out
+
+
+def probed_url(results: Any) -> str | None:
+    """The service URL the checks asked (service.health's ``base_url``): the one --service
+    names, the discovered server's API port, or the default they fell back to. The panel
+    polls that, never a URL of its own."""
+    for r in results:
+        if getattr(r, "check_id", None) != "service.health":
+            continue
+        for f in r.findings:
+            ev = f.evidence if isinstance(f.evidence, dict) else {}
+            if isinstance(ev.get("base_url"), str) and ev["base_url"]:
+                return ev["base_url"]
+    return None
 
 
 def describe(series: LiveSeries) -> dict[str, str]:

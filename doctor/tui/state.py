@@ -189,3 +189,20 @@ def replace_result(report: Report | None, result: CheckResult) -> Report | None:
 
     results = tuple(result if r.check_id == result.check_id else r for r in report.results)
     return replace(report, results=results)
+
+
+def shown_severity(state: "RunState | None", f: Finding, row: CheckRow) -> Severity:
+    """The word the report and `explain` use for ``f``: its problem's severity when it heads
+    one (doctor/problems.py), else its ranked severity (doctor/ranking.py)."""
+    from ..knowledge import load
+    from ..problems import group
+    from ..ranking import severity
+
+    kb = load()
+    rows = getattr(state, "rows", None) or {}
+    results = [x.result for x in rows.values() if x.result is not None]
+    if f.status in (Status.FAIL, Status.WARN, Status.ERROR):
+        for p in group(results, kb):
+            if p.head[1] is f:
+                return p.severity
+    return severity(f, row.result, kb)

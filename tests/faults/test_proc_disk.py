@@ -47,8 +47,11 @@ def test_process_exits_mid_check(tmp_path):
         proc.wait()
     with pytest.raises(SourceMissing, match="no such process"):
         host.proc_read(proc.pid, "stat")
-    env = gather_service_env(host, servers)
-    assert env.source == "the doctor's own environment" and env.pid == proc.pid
+    from ascend_doctor.options import RunOptions
+    env = gather_service_env(host, RunOptions(), servers)
+    assert env.source == (f"the doctor's own environment (default: /proc/{proc.pid}/environ: "
+                          "no such process (it may have exited))") and env.pid == proc.pid
+    assert env.origin == "default"
     assert env.unreadable_reason == f"/proc/{proc.pid}/environ: no such process (it may have exited)"
 
 
@@ -78,7 +81,8 @@ try:
 except SourceError as exc:
     print("ERR", exc)
 servers = find_servers([p for p in host.processes() if p.pid == {proc.pid}], None)
-env = gather_service_env(host, servers)
+from ascend_doctor.options import RunOptions
+env = gather_service_env(host, RunOptions(), servers)
 print("ENV", env.source, "|", env.unreadable_reason)
 """
         r = _as_nobody(code)
@@ -87,8 +91,8 @@ print("ENV", env.source, "|", env.unreadable_reason)
         proc.wait()
     assert r.returncode == 0, r.stderr
     assert f"ERR /proc/{proc.pid}/environ: permission denied" in r.stdout
-    assert (f"ENV the doctor's own environment | /proc/{proc.pid}/environ: permission denied"
-            in r.stdout)
+    assert (f"ENV the doctor's own environment (default: /proc/{proc.pid}/environ: permission "
+            f"denied) | /proc/{proc.pid}/environ: permission denied" in r.stdout)
 
 
 def test_permission_denied_in_a_sysroot(sysroot):

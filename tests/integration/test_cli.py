@@ -96,12 +96,22 @@ def test_check_path_imports_no_heavy_modules():
 
 
 def test_collect_on_this_machine_replays_to_the_same_findings(cli, tmp_path):
-    """Issue 3: `collect` on the live host, then `check --bundle`, gives the live findings."""
+    """Issue 3: `collect` on the live host, then `check --bundle`, gives the live findings.
+
+    The collection runs in its own PID namespace (issue 31): the vLLM-like processes other
+    people start on this machine, which may exit between discovery and the reading of their
+    /proc files, are not this test's input; it expects to see no process but its own."""
     import gzip
     import io
+    import os
+    import subprocess
     import tarfile
+    from tests.conftest import doctor_exe
+    from tests.planted import own_pid_namespace
     b = tmp_path / "live.tar.gz"
-    r = cli("collect", "-o", str(b), "--sample-seconds", "0.2", timeout=300)
+    r = subprocess.run([*own_pid_namespace(), doctor_exe(), "collect", "-o", str(b),
+                        "--sample-seconds", "0.2"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "NO_COLOR": "1", "CI": "true"})
     assert r.returncode == 0, r.stderr
     with tarfile.open(b) as tar:
         manifest = json.load(tar.extractfile("manifest.json"))

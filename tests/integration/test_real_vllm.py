@@ -148,7 +148,8 @@ def test_discovery_health_version_metrics_without_service_flag(cli, server):
                "service.metrics,config.launch", pin=False)
     health = _findings(doc, "service.health")
     assert health[0]["status"] == "pass" and "answered 200" in health[0]["message"], health
-    assert health[0]["subject"] == server.url  # found through the process, on its --port
+    # named by --service (issue 31: the subject says which context chose the server)
+    assert health[0]["subject"] == f"{server.url} (named: --service)"
     assert any(f["message"] == "serves tiny-llama" for f in health), health
     version = _findings(doc, "service.version")[0]
     assert "vLLM 0.32.0" in version["message"], version

@@ -77,5 +77,5 @@ def test_junit_names_each_problem_and_the_root_that_explains_a_symptom(tmp_path)
     order = cases["ldconf.order"].find("failure")
     assert order is not None and "explained by ldconf.perms" in order.text
     perms = cases["ldconf.perms"].find("failure").text
-    assert perms.startswith("problem 1 (critical): root cause:")
+    assert perms.startswith("problem 1 (high): root cause:")
     assert "explains torch_npu.import, ldconf.order, libacl.resolve" in perms

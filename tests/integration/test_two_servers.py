@@ -60,5 +60,5 @@ def test_with_service_only_that_url_is_asked(tmp_path):
                      Registry.discover(plugins=False),
                      RunConfig(only=("service.health",), timeout=40))
     (res,) = report.results
-    assert {f.subject for f in res.findings} == {url}
+    assert {f.subject for f in res.findings} == {f"{url} (named: --service)"}  # issue 31
     assert all(f.status == Status.PASS for f in res.findings)

@@ -383,3 +383,45 @@ async def test_export_bundle_of_a_sysroot_records_what_the_checks_read(tmp_path,
     host = BundleHost(data)
     assert host.read_text("/etc/ld.so.conf.d/ascend.conf") == "/usr/local/Ascend/driver/lib64\n"
     assert data.manifest["findings_at_collection"]["pass"] == 1
+
+
+async def test_live_panel_polls_the_service_the_checks_found(tmp_path):
+    """Issue 31: a vLLM-like server (another account's, tests/planted.py) on a port that is
+    not the default; no --service. The panel polls what service.health probed, never the
+    default http://127.0.0.1:8000."""
+    from ascend_doctor.options import RunOptions
+    import ascend_doctor.tui.app as appmod
+    from tests.planted import planted_vllm
+
+    old = appmod.LIVE_INTERVAL
+    appmod.LIVE_INTERVAL = 0.2
+    try:
+        with planted_vllm() as (pid, port):
+            app = DoctorApp(options=RunOptions(pid=pid), registry=subset_registry("service.health"))
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.series.samples >= 2, timeout=30)
+                assert app.live_url == f"http://127.0.0.1:{port}"
+                title = app.screen.query_one("#live").border_title
+                assert f"127.0.0.1:{port}" in str(title) and ":8000" not in str(title)
+                assert list(app.series.running)[:2] == [0, 0]
+    finally:
+        appmod.LIVE_INTERVAL = old
+
+
+async def test_detail_of_the_worst_says_the_reports_severity():
+    """Issue 31: one severity per problem. The whole demo run; `w` then enter opens the head
+    of the worst problem, whose detail says the word the text report and `explain` say."""
+    from ascend_doctor.knowledge import load
+    from ascend_doctor.problems import group
+
+    app = DoctorApp(demo=True, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.run_complete, timeout=30)
+        worst = group(app.state.report, load())[0]
+        await pilot.press("w")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
+        meta = str(app.screen.query_one("#d-meta").content)
+        assert app.screen.finding is worst.head[1]
+        assert f"severity {worst.severity.value}" in meta, meta
+        assert worst.severity.value == load().get(worst.head[1].kb[0]).severity

@@ -45,7 +45,18 @@ def test_rule_on_hand_built_facts():
     assert f.status == Status.FAIL and "position 2" in f.message and f.fix.id == "ldconf.ascend-conf"
     none = LdSoConf((SearchDir("/usr/local/lib", "/etc/ld.so.conf:1"),), ())
     (f,) = driver_first(none)
-    assert f.status == Status.FAIL and f.kb == ("ASC-LIB-002",)
+    # no conf file names an Ascend directory and none is unread: nothing was configured
+    # (ASC-LIB-014); "ascend.conf is not reached" (ASC-LIB-002) needs an unread conf file
+    assert f.status == Status.FAIL and f.kb == ("ASC-LIB-014",)
+    from ascend_doctor.probes.ldconf import LdConfState, UnreachedConf
+    state = LdConfState((UnreachedConf("/etc/ascend/ascend.conf", ("/usr/local/Ascend/driver/lib64",),
+                                       0o644, 0),), (), ())
+    (f,) = driver_first(none, state)
+    assert f.kb == ("ASC-LIB-002",) and f.explained_by == ("ldconf.unread:/etc/ascend/ascend.conf",)
+    # a stack without any Ascend directory (torch_npu only): nothing to configure, a skip
+    from ascend_doctor.probes.stack import AscendStack
+    (f,) = driver_first(none, None, AscendStack(packages=("torch_npu",)))
+    assert f.status == Status.SKIP and "/usr/local/Ascend is absent" in f.message
 
 
 def test_end_to_end_on_healthy_and_broken_sysroots(sysroot, tmp_path):

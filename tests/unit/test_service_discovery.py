@@ -91,7 +91,12 @@ def test_api_url_is_the_servers_own_port_not_its_lowest_listener():
     w.http("http://127.0.0.1:9001/metrics", 200, b"")
     h = BundleHost(w.finish())
     found = gather_service_processes(h, RunOptions())
-    assert found.primary.listen_ports == (5555, 9001, 29500)
+    # the API listens on 9001; the engine's and the API process's side sockets are apart
+    assert found.primary.listen_ports == (9001,)
+    assert found.primary.side_ports == (5555, 29500)
+    (f,) = list(config.launch(found))
+    assert " on 9001, " in f.message and "5555" not in f.message
+    assert f.evidence["ports"] == [9001] and f.evidence["side_ports"] == [5555, 29500]
     assert found.primary.api_url() == "http://127.0.0.1:9001"
     http = gather_service_http(h, RunOptions(), found)
     assert http.base_url == "http://127.0.0.1:9001" and http.version() == "0.11.0"

@@ -13,7 +13,7 @@ from textual.widgets import Footer, Header, Markdown, Pretty, Static
 
 from ...i18n import N_, tr, tt
 from ...model import Finding
-from ..state import CheckRow
+from ..state import CheckRow, shown_severity
 from ..widgets.checklist import category_name
 from ..widgets.render import status_piece
 
@@ -78,7 +78,8 @@ class DetailScreen(Screen):
                                                        if lang == "en" else tr(f.status.value, lang)),
                                           " ", (r.id, "bold"), " — ", tr(r.title, lang)),
                          id="d-title")
-            meta = [(tt(lang, "severity") + " ", "$text-muted"), tr(f.severity.value, lang),
+            sev = shown_severity(getattr(self.app, "state", None), f, r)
+            meta = [(tt(lang, "severity") + " ", "$text-muted"), tr(sev.value, lang),
                     ("   " + tt(lang, "category") + " ", "$text-muted"),
                     category_name(f.category or r.category, lang)]
             if f.subject:

@@ -9,15 +9,17 @@ from textual.widgets.option_list import Option
 
 from ...i18n import tr, tt
 from ...model import Finding
-from ..state import CheckRow
+from ..state import CheckRow, shown_severity
 from .render import status_piece
 
 
-def finding_prompt(f: Finding, lang: str = "en") -> Content:
+def finding_prompt(f: Finding, lang: str = "en", severity: str | None = None) -> Content:
+    """``severity``: the ranked word (doctor/ranking.py) the report prints for it."""
     word = f.status.value.upper() if lang == "en" else tr(f.status.value, lang)
     head = [status_piece(f.status.value), " ", status_piece(f.status.value, word)]
-    if f.severity.value != "none":
-        head += [" · ", (tr(f.severity.value, lang), "italic")]
+    sev = severity or f.severity.value
+    if sev != "none":
+        head += [" · ", (tr(sev, lang), "italic")]
     if f.subject:
         head += [" · ", (f.subject, "bold")]
     tail: list[tuple[str, str] | str] = []
@@ -48,7 +50,9 @@ class FindingsList(OptionList):
             self.add_option(Option(Content.assemble(status_piece(row.state), " ",
                                                     f"{row.state}…"), disabled=True))
             return
-        self.add_options([Option(finding_prompt(f, lang), id=f"f:{i}")
+        state = getattr(self.app, "state", None)
+        self.add_options([Option(finding_prompt(f, lang, shown_severity(state, f, row).value),
+                                 id=f"f:{i}")
                           for i, f in enumerate(row.findings)])
         self.highlighted = 0
 
