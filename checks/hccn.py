@@ -52,7 +52,7 @@ def _failures(st: HccnState, name: str) -> Iterator[Finding]:
             yield Finding.error(T("`{cmd}` did not answer within the time limit and was "
                                   "killed; later queries were not run", cmd=" ".join(a.argv)),
                                 subject=_dev(d.dev), kb="ASC-HW-004")
-        elif not a.ok and not a.failure.startswith("not run"):
+        elif not a.ok and not (a.failure or "").startswith("not run"):
             yield Finding.warn(T("`{cmd}` gave no answer: {reason}", cmd=" ".join(a.argv),
                                  reason=a.failure), subject=_dev(d.dev))
 
@@ -174,20 +174,20 @@ def conf_consistent(st: HccnState) -> Iterator[Finding]:
                 yield Finding.warn(T("{conf}: {key}_{dev}={ip} is outside the device's "
                                      "subnet {net}", conf=HCCN_CONF, key=key, dev=d, ip=v,
                                      net=str(n)), subject=HCCN_CONF, kb="ASC-HW-005")
-    for d in st.devices:
-        if d.ip.ok and d.dev in addrs and d.ip.value[0] != addrs[d.dev]:
+    for dv in st.devices:
+        if dv.ip.ok and dv.dev in addrs and dv.ip.value[0] != addrs[dv.dev]:
             problems += 1
             yield Finding.warn(T("device {dev} has address {live} but {conf} says {ip}: the "
                                  "file was edited and not applied, or the device was set by "
-                                 "hand", dev=d.dev, live=d.ip.value[0], conf=HCCN_CONF,
-                                 ip=addrs[d.dev]),
-                               subject=_dev(d.dev), kb="ASC-HW-005")
-        want_gw = conf.value(d.dev, "gateway")
-        if d.gateway.ok and want_gw and d.gateway.value != want_gw:
+                                 "hand", dev=dv.dev, live=dv.ip.value[0], conf=HCCN_CONF,
+                                 ip=addrs[dv.dev]),
+                               subject=_dev(dv.dev), kb="ASC-HW-005")
+        want_gw = conf.value(dv.dev, "gateway")
+        if dv.gateway.ok and want_gw and dv.gateway.value != want_gw:
             problems += 1
             yield Finding.warn(T("device {dev} uses gateway {live} but {conf} says {ip}",
-                                 dev=d.dev, live=d.gateway.value, conf=HCCN_CONF, ip=want_gw),
-                               subject=_dev(d.dev), kb="ASC-HW-005")
+                                 dev=dv.dev, live=dv.gateway.value, conf=HCCN_CONF, ip=want_gw),
+                               subject=_dev(dv.dev), kb="ASC-HW-005")
     if not problems:
         yield Finding.passed(T("{conf}: {n} device address(es), one per device, in {nets}",
                                conf=HCCN_CONF, n=len(addrs),

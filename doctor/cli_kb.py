@@ -464,7 +464,8 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int,
             "cut": {"lines": scan.cut_lines, "bytes": scan.cut_bytes},
             "decisive": decisive, "source_index": note,
             "answers": [_redacted(a.to_dict(lang)) for a in answers],
-            "matches": [_match_doc(a, by_id.get(a.entry.id), lang) for a in curated],
+            "matches": [_match_doc(a, by_id.get(a.entry.id), lang) for a in curated
+                        if a.entry is not None],
             "next": verdict.next_command()}, indent=2, ensure_ascii=False))
     elif not answers:
         click.echo(tt(lang, "no known signature matched"))

@@ -143,7 +143,8 @@ def gather_torch_import(host: Host, options: RunOptions, procs: ServiceProcesses
     if environ == own:  # the caller's own environment: only what the import needs, no secrets
         environ = minimal_env(own)
     cred = service_credentials(host, procs, env, not options.python)
-    used, dropped = [], []
+    used: list[str] = []
+    dropped: list[tuple[str, str]] = []
     if env is not None and env.pid is not None and cred is not None and environ is env.env:
         used, dropped = service_pythonpath(host, environ.get("PYTHONPATH", ""), cred.uid)
     # ``python -I`` ignores PYTHONPATH: the service's own entries are put on sys.path by the
