@@ -418,9 +418,9 @@ def bounded_blocks(fh: BinaryIO, size: int | None, scan: LogScan,
     _seek_tail(fh, size)
     carry = b""
     skipping = False  # inside a line already cut: drop bytes up to its newline
-    try:
+    try:  # a pasted log on stdin comes through a wrapper that cannot tell
         pos = fh.tell()
-    except (OSError, ValueError):
+    except (AttributeError, OSError, ValueError):
         pos = 0
     while True:
         want = BLOCK if size is None else min(BLOCK, size - pos)
