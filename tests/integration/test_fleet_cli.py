@@ -197,9 +197,11 @@ def _peak_rss_mb(args: list[str]) -> float:
 
 
 def test_fleet_memory_does_not_grow_with_the_bundle_count(tmp_path):
-    """Bounded memory: one bundle at a time is held. 30 more demo variants (each ~0.9 MB of
+    """Bounded memory: one bundle at a time is held. 45 more demo variants (each ~0.9 MB of
     blobs and index once inflated, several MiB as Python objects) add less than 10 MiB of
-    peak RSS (allocator growth, not bundles; holding them would add ~30 MiB or more)."""
+    peak RSS (holding them would add ~45 MiB or more). The smaller fleet has 45 bundles, not
+    15: the first few dozen variants reach code paths (and their imports) the first 15 do
+    not, a one-time 7-11 MiB that is not per bundle (15 → 45 → 90: 78 → 86 → 86 MiB)."""
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from bench_fleet import make_variants
@@ -207,10 +209,10 @@ def test_fleet_memory_does_not_grow_with_the_bundle_count(tmp_path):
     few, many = tmp_path / "few", tmp_path / "many"
     few.mkdir()
     many.mkdir()
-    paths = make_variants(str(many), 45)
-    for p in paths[:15]:
+    paths = make_variants(str(many), 90)
+    for p in paths[:45]:
         os.symlink(p, few / os.path.basename(p))
     small = _peak_rss_mb(["fleet", "--json", str(few)])
     big = _peak_rss_mb(["fleet", "--json", str(many)])
-    print(f"peak RSS: 15 bundles {small:.1f} MiB, 45 bundles {big:.1f} MiB")
+    print(f"peak RSS: 45 bundles {small:.1f} MiB, 90 bundles {big:.1f} MiB")
     assert big - small < 10, (small, big)

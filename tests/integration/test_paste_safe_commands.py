@@ -166,7 +166,7 @@ SHELL_WORDS = {"export", "source", "for", "cd", "unset", "echo", "sudo", "env", 
 ASCEND_PROGRAMS = HOST_PROGRAMS | {"hccn_tool", "msprof-analyze", "py-spy", "pidstat",
                                    "strace", "useradd", "pip", "python", "tshark", "file",
                                    "dmesg", "ss", "ip", "ps", "free", "watch", "getent", "curl",
-                                   "vllm", "ray"}
+                                   "vllm", "ray", "lspci"}
 
 
 def test_every_kb_command_starts_with_a_program():

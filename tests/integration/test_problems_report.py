@@ -39,8 +39,9 @@ def test_the_first_line_is_the_verdict(demo_text):
     first = demo_text.splitlines()[0]
     assert first.startswith("✖ ")
     # 21 since versions.driver-cann reads the toolkit's compatible_version (issue 15): CANN
-    # 8.3.RC2 lists the demo driver 24.1.rc3's line, so that pair passes
-    assert "problems explain 21 failed checks" in first
+    # 8.3.RC2 lists the demo driver 24.1.rc3's line, so that pair passes; 24 since the demo
+    # node's RoCE port is down (hccn.link, hccn.net_health, hccn.optical: issue 36)
+    assert "problems explain 24 failed checks" in first
     assert "the worst: ascend.conf is not" in first
 
 
@@ -58,8 +59,9 @@ def test_no_line_over_100_columns_and_about_60_lines(demo_text):
     lines = demo_text.splitlines()
     assert max(len(ln) for ln in lines) <= 100, [ln for ln in lines if len(ln) > 100]
     # it was 316 lines before issue 14; 65 on a terminal, a few more in a pipe (issue 31:
-    # nothing is cut off a terminal, long lines wrap instead)
-    assert len(lines) <= 75, len(lines)
+    # nothing is cut off a terminal, long lines wrap instead; one line more for the RoCE
+    # problem of issue 36)
+    assert len(lines) <= 76, len(lines)
     # the same 440-character search path is no longer repeated per library
     assert demo_text.count("tried in order") == 0
 
@@ -83,7 +85,9 @@ def test_the_per_npu_table(demo_text):
 
 
 def test_passes_and_skips_are_counted_and_listed_only_with_v(demo_text):
-    assert "21 pass, 4 skip" in demo_text.splitlines()[-1]  # + versions.driver-cann (issue 15)
+    # + versions.driver-cann (issue 15); + the hardware checks that pass on the demo and
+    # install.driver_readable's skip (issue 36)
+    assert "26 pass, 5 skip" in demo_text.splitlines()[-1]
     assert "npu-smi 23.0.3 (driver 23.0.3)" not in demo_text  # npu.smi's pass message
     from tests.conftest import run_cli
     r = run_cli("demo", "--text", "-v")
@@ -131,7 +135,8 @@ def test_the_demo_problems_name_the_right_root_causes(demo_json):
     assert [c for c, _ in members(by_cause["msprof.weights-recopied"], "symptoms")] == [
         "msprof.copy-bound"]
     failing = [p for p in probs if p["status"] == "fail"]
-    assert len(failing) <= 16 < demo_json["summary"]["fail"] + 1  # fewer problems than fails
+    # fewer problems than fails (17 with the RoCE port of issue 36, for 24 failing checks)
+    assert len(failing) <= 17 < demo_json["summary"]["fail"] + 1
     # every actionable finding is in exactly one problem
     refs = [(m["check"], m["finding"]) for p in probs for part in ("roots", "symptoms")
             for m in p[part]]
