@@ -58,9 +58,18 @@ def pod_script(node: Path, croot: Path, caps: list[str] | None = None,
     vols = {v["name"]: v for v in pod["volumes"]}
     q = lambda s: "'" + str(s).replace("'", "'\\''") + "'"  # noqa: E731
     lines = ["set -eu", f"R={q(croot)}", "mount -t tmpfs -o mode=755,size=8m pod-root \"$R\""]
+    # image dirs under a volume's mount path (a checkout in /tmp, where the pod has an
+    # emptyDir) are bound after the volumes, or the volume would hide them
+    paths = [m["mountPath"].rstrip("/") for m in c["volumeMounts"]]
+    under = [d for d in _image_dirs() if any(d == p or d.startswith(p + "/") for p in paths)]
+
+    def bind_ro(d: str) -> list[str]:
+        return [f"mkdir -p \"$R\"{q(d)}", f"mount --rbind {q(d)} \"$R\"{q(d)}",
+                f"mount -o remount,bind,ro \"$R\"{q(d)}"]
+
     for d in _image_dirs():
-        lines += [f"mkdir -p \"$R\"{q(d)}", f"mount --rbind {q(d)} \"$R\"{q(d)}",
-                  f"mount -o remount,bind,ro \"$R\"{q(d)}"]
+        if d not in under:
+            lines += bind_ro(d)
     for link in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
         if os.path.islink(link):
             lines.append(f"ln -s {q(os.readlink(link))} \"$R\"{q(link)}")
@@ -88,6 +97,8 @@ def pod_script(node: Path, croot: Path, caps: list[str] | None = None,
                 lines.append(f"mount --rbind /proc {dst}/proc")
                 if m.get("recursiveReadOnly") in ("Enabled", "IfPossible"):
                     lines.append(f"mount -o remount,bind,ro {dst}/proc")
+    for d in under:
+        lines += bind_ro(d)
     if sc["readOnlyRootFilesystem"]:
         lines.append("mount -o remount,ro \"$R\"")
     add = [x.lower() for x in (sc["capabilities"]["add"] if caps is None else caps)]

@@ -21,7 +21,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "NO_COLOR": "1", "CI": "true"}
 
 
-def test_a_pipe_gets_every_word_a_terminal_the_short_view(cli):
+def test_a_pipe_gets_every_word_a_terminal_the_short_view(cli, monkeypatch):
     r = cli("demo", "--text")
     lines = r.stdout.splitlines()
     assert not [ln for ln in lines if ln.rstrip().endswith("…")], r.stdout
@@ -42,7 +42,7 @@ def test_a_pipe_gets_every_word_a_terminal_the_short_view(cli):
 
     tty = Tty()
     report = run_report(demo_host(), RunOptions(), [], [], None, context="demo")
-    os.environ.setdefault("NO_COLOR", "1")
+    monkeypatch.setenv("NO_COLOR", "1")  # for this test only: later TUI snapshots need colour
     text.render(report, tty, load(), "en")
     shown = tty.getvalue().splitlines()
     assert any(ln.rstrip().endswith("…") for ln in shown) and len(shown) < len(lines)
