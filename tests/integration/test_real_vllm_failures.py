@@ -72,5 +72,9 @@ def test_head_dim_8_starts_then_the_first_request_kills_the_engine(tmp_path):
         (CORPUS / "head-dim-8-first-request-engine-dead.log").write_text(text)
     r = run_cli("triage", str(log))
     assert r.returncode == 0, r.stdout + r.stderr
-    # what triage names today: the dead engine (ASC-SVC-002), the lines around it
-    assert "ASC-SVC-002" in r.stdout and "EngineDeadError" in r.stdout, r.stdout
+    # the dead engine (ASC-SVC-002) named with its cause: the worker's error before the fatal
+    # line, which is also the decisive line (issue 32: an engine death takes its cause from
+    # the nearest preceding error of its own processes)
+    assert "ASC-SVC-002" in r.stdout and "died of: " + ROOT_CAUSE in r.stdout, r.stdout
+    decisive = next(ln for ln in r.stdout.splitlines() if ln.lstrip().startswith("decisive line"))
+    assert ROOT_CAUSE in decisive, r.stdout
