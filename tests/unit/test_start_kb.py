@@ -221,3 +221,61 @@ def test_a_request_too_long_names_the_served_context(line):
     a = first(line)
     assert a.entry.id == "ASC-START-027"
     assert "within 8192" in a.steps()[0] and "above 8192" in a.steps()[1]
+
+
+V0_ON_ASCEND = """\
+INFO 10-14 02:11:09 [__init__.py:225] Platform plugin ascend is activated
+WARNING 10-14 02:11:10 [arg_utils.py:1683] --kv-transfer-config is not supported by the V1 Engine. Falling back to V0.
+Traceback (most recent call last):
+  File "/usr/local/python3.11.13/lib/python3.11/site-packages/vllm_ascend/platform.py", line 124, in check_and_update_config
+    raise ValueError("vLLM Ascend does not support V0 engine.")
+ValueError: vLLM Ascend does not support V0 engine.
+"""
+
+
+def test_the_v0_engine_on_vllm_ascend_0_10_and_later():
+    a = first(V0_ON_ASCEND)
+    assert a.entry.id == "ASC-START-028" and "VLLM_USE_V1" in a.steps()[0]
+
+
+def test_acl_graph_with_launch_blocking_and_torchair_options_without_torchair():
+    a = first("ValueError: ACL graph is incompatible with ASCEND_LAUNCH_BLOCKING=1. Please unset "
+              "ASCEND_LAUNCH_BLOCKING or set it to 0.")
+    assert a.entry.id == "ASC-START-029" and "unset ASCEND_LAUNCH_BLOCKING" in a.steps()[0]
+    t = first("RuntimeError: enable_kv_nz is valid only when Torchair graph mode is enabled")
+    assert t.entry.id == "ASC-START-030" and "remove enable_kv_nz" in t.steps()[0]
+    other = knowledge.load().match_lines(["RuntimeError: enable_super_kernel is valid only when "
+                                          "tensor_parallel_size is 1"])
+    assert "ASC-START-030" not in [m.entry.id for m in other]
+
+
+def test_a_chat_template_path_that_does_not_exist():
+    a = first("ValueError: The supplied chat template (./tool_chat_template_qwen.jinja) appears "
+              "path-like, but doesn't exist!")
+    assert a.entry.id == "ASC-START-004"
+    assert any("./tool_chat_template_qwen.jinja" in s for s in a.steps())
+    plain = first("ValueError: As of transformers v4.44, default chat template is no longer allowed, "
+                  "so you must provide a chat template if the tokenizer does not define one.")
+    assert not any("{template}" in s for s in plain.steps())
+
+
+def test_no_start_entry_prints_a_placeholder_its_log_did_not_fill():
+    """A wording without a value (the older releases') never shows '{name}' to the reader."""
+    kb = knowledge.load()
+    for e in kb.entries.values():
+        if not e.id.startswith("ASC-START-"):
+            continue
+        for ex in e.examples:
+            lines = ex.splitlines()
+            a = first(ex)
+            if a.entry is None or a.entry.id != e.id:
+                continue
+            shown = [a.title(), *a.steps(), *a.steps("zh")]
+            assert not any(re_placeholder(s) for s in shown), (e.id, ex, shown, lines)
+
+
+def re_placeholder(text: str) -> bool:
+    import re
+    return bool(re.search(r"\{(?:max_model_len|estimated|available|port|heads|tp|size|devices|"
+                          r"batched|max_num_seqs|choices|args|supported|method|config_method|"
+                          r"arch|model|path|module|option|template|derived)\}", text))
