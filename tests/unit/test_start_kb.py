@@ -279,3 +279,25 @@ def re_placeholder(text: str) -> bool:
     return bool(re.search(r"\{(?:max_model_len|estimated|available|port|heads|tp|size|devices|"
                           r"batched|max_num_seqs|choices|args|supported|method|config_method|"
                           r"arch|model|path|module|option|template|derived)\}", text))
+
+
+@pytest.mark.parametrize("line", [
+    "AssertionError: Error in memory profiling. Initial free memory 61342253056, current free memory "
+    "61980000256. This happens when the NPU memory was not properly cleaned up before initializing "
+    "the vLLM instance.",
+    "AssertionError: Error in memory profiling. Initial free memory 52.1 GiB, current free memory "
+    "53.4 GiB. This happens when other processes sharing the same container release GPU memory while "
+    "vLLM is profiling during initialization.",
+])
+def test_memory_profiling_disturbed_by_another_process(line):
+    a = first(line)
+    assert a.entry.id == "ASC-START-031" and a.steps()[0].endswith("`npu-smi info`")
+
+
+def test_a_class_missing_from_transformers_is_the_transformers_release():
+    a = first("ImportError: cannot import name 'Qwen3MoeConfig' from 'transformers' "
+              "(/usr/local/lib/python3.10/site-packages/transformers/__init__.py)")
+    assert a.entry.id == "ASC-START-032" and "Qwen3MoeConfig" in a.title()
+    # the same shape from vLLM's own package stays the vLLM / vllm-ascend pair
+    assert first("ImportError: cannot import name 'SamplingMetadata' from "
+                 "'vllm.model_executor.sampling_metadata'").entry.id == "ASC-START-026"
