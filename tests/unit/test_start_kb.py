@@ -136,6 +136,8 @@ def test_an_unknown_architecture_is_not_a_transformers_problem():
     "OSError: /mnt/models does not appear to have a file named config.json. Checkout "
     "'https://huggingface.co//mnt/models/tree/None' for available files.",
     "RuntimeError: Cannot find any model weights with `/models/DeepSeek-V3-W8A8`",
+    "ValueError: Unrecognized model in /data/ckpt/lora-qwen. Should have a `model_type` key in its "
+    "config.json, or contain one of the following strings in its name: albert, align, bart",
 ])
 def test_a_wrong_model_path(line):
     assert first(line).entry.id == "ASC-START-020"
