@@ -303,3 +303,12 @@ def test_a_class_missing_from_transformers_is_the_transformers_release():
     # the same shape from vLLM's own package stays the vLLM / vllm-ascend pair
     assert first("ImportError: cannot import name 'SamplingMetadata' from "
                  "'vllm.model_executor.sampling_metadata'").entry.id == "ASC-START-026"
+
+
+def test_a_wheel_for_another_chip_and_a_chip_vllm_ascend_does_not_know():
+    built = first("AssertionError: Current device type: AscendDeviceType.A3 does not match the "
+                  "installed version's device type: AscendDeviceType._310P, please check your "
+                  "installation package.")
+    assert built.entry.id == "ASC-VER-008"
+    soc = first("RuntimeError: Can not support soc_version: 240.")
+    assert soc.entry.id == "ASC-START-033" and "240" in soc.title()
