@@ -464,7 +464,8 @@ def ecc(detail: NpuDetail) -> Iterator[Finding]:
     for c in good:
         key = (c.npu, c.chip)
         subject = T("NPU {npu} chip {chip}", npu=c.npu, chip=c.chip)
-        ev = {"counters": {" ".join(k): v for k, v in sorted(c.counters.items())}}
+        ev = {"counters": {" ".join(k): v for k, v in sorted(c.counters.items())},
+              "npu": c.npu, "chip": c.chip}  # the report marks this chip's row
         rise = ecc_rising(detail, key)
         if c.double:
             bad += 1

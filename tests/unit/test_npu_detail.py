@@ -188,3 +188,19 @@ def test_ecc_hang_is_an_error(sysroot, monkeypatch):
                    '  *) echo "unknown"; exit 2;;\nesac\n')
     res = _run(sysroot, ("npu.ecc",))
     assert [f.status for f in res["npu.ecc"].findings] == [Status.ERROR]
+
+
+def test_the_report_table_marks_the_chip_whose_ecc_is_bad(sysroot):
+    import io
+
+    from ascend_doctor.report.text import render
+    ecc_script(sysroot, [ECC_A2, ecc_with(double=2, isolated=1)])
+    rep = run(sysroot.host(), config=RunConfig(only=("npu.smi", "npu.ecc")))
+    buf = io.StringIO()
+    render(rep, buf, lang="en")
+    lines = buf.getvalue().splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["NPU", "chip"])
+    npu0, npu1 = lines[header + 1], lines[header + 2]
+    assert "ECC" not in npu0
+    # the glyph of the failing npu.ecc finding (ASCII on a non-UTF-8 stream) on the cell and row
+    assert "MB (32 %) ECC [x]" in npu1 and npu1.split()[0] == "[x]"
