@@ -12,7 +12,7 @@ it. The multi-node guides of vllm-ascend require every port `UP` and every detec
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterator
+from typing import Any, Iterator
 
 from ascend_doctor.i18n import T, join
 from ascend_doctor.model import Category, Finding
@@ -38,7 +38,7 @@ def _dev(d: int) -> str:
     return T("NPU device {dev}", dev=d)
 
 
-def _answers(st: HccnState, name: str) -> tuple[list[Finding], dict[int, object] | None]:
+def _answers(st: HccnState, name: str) -> tuple[list[Finding], dict[int, Any] | None]:
     """Every hccn check's prologue: (findings, {device: parsed answer}).
 
     Without hccn_tool or without a device to ask, one skip and ``None``; otherwise a hang is
@@ -51,7 +51,7 @@ def _answers(st: HccnState, name: str) -> tuple[list[Finding], dict[int, object]
         return [Finding.skip(T("no NPU device to ask hccn_tool about (npu-smi gave no chips "
                                "and {conf} names none)", conf=HCCN_CONF))], None
     found: list[Finding] = []
-    values: dict[int, object] = {}
+    values: dict[int, Any] = {}
     for d in st.devices:
         a: ToolAnswer | None = getattr(d, name)
         if a is None:
