@@ -159,6 +159,10 @@ def parse_npu_smi_info(text: str, source: str = "npu-smi info") -> NpuSmiInfo:
             pending = None
     if not tool and not chips:
         raise ParseError(source, T("no `npu-smi <ver> Version: <ver>` header and no NPU rows"))
+    foreign = next((c.health for c in chips if not c.health.isascii()), None)
+    if foreign is not None:  # a localized build: its words are not the ones the rules know
+        raise ParseError(source, T("health `{word}` is not one of npu-smi's English words "
+                                   "(a localized npu-smi?)", word=foreign))
     return NpuSmiInfo(tool, drv, tuple(chips), tuple(procs), tuple(idle), in_procs)
 
 

@@ -204,3 +204,22 @@ def test_health_query_hanging_is_an_error_and_stops_the_queries(sysroot, monkeyp
     res = _run(sysroot, ("npu.smi",))
     fs = res["npu.smi"].findings
     assert fs[0].status == Status.ERROR and "-t health -i 0 -c 0" in fs[0].message
+
+
+def test_a_table_in_another_language_is_an_error_not_a_verdict(sysroot):
+    zh = (INFO_A2_DOC.replace("Version:", "版本:").replace("| OK ", "| 正常 ")
+          .replace("Health", "健康状态"))
+    with pytest.raises(ParseError) as e:
+        parse_npu_smi_info(zh)
+    assert "正常" in str(e.value.reason)
+    smi_stub(sysroot, zh)
+    res = _run(sysroot, ("npu.smi", "npu.health", "npu.temperature"))
+    assert res["npu.smi"].status == Status.ERROR
+    assert "正常" in res["npu.smi"].findings[0].message
+    assert res["npu.health"].status == Status.SKIP and res["npu.temperature"].status == Status.SKIP
+
+
+def test_missing_npu_smi_skips_every_npu_check_naming_it(sysroot):
+    res = _run(sysroot, ("npu.smi", "npu.health", "npu.ecc"))
+    assert {r.status for r in res.values()} == {Status.SKIP}
+    assert all("npu-smi" in r.findings[0].message for r in res.values())
