@@ -444,10 +444,14 @@ class FleetAccumulator:
                      sorted(off.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
         # the node and device off the majority below the npu-smi table (a down port, ECC,
         # other firmware): named apart, as an operator asks for them by device
-        hw_odd = [{"node": nd, "device": x["field"][3:], "value": o["value"],
-                   "majority": x["majority"], "majority_count": x["majority_count"]}
-                  for x in drift if x["field"].startswith("hw ") and not x.get("per_node")
-                  for o in x["others"] for nd in o["nodes"]]
+        hw_odd: list[dict[str, Any]] = []
+        for x in drift:
+            if not str(x["field"]).startswith("hw ") or x.get("per_node"):
+                continue
+            others: list[dict[str, Any]] = x["others"]
+            hw_odd += [{"node": nd, "device": str(x["field"])[3:], "value": o["value"],
+                        "majority": x["majority"], "majority_count": x["majority_count"]}
+                       for o in others for nd in o["nodes"]]
         return {"nodes": n, "refused": [{"bundle": b, "reason": r} for b, r in self.refused],
                 "stack_odd_nodes": stack_odd, "hardware_odd": hw_odd,
                 "groups": out_groups, "odd_nodes": odd,
