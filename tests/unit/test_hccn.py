@@ -270,6 +270,17 @@ def test_hccn_tool_failing_hanging_or_foreign_never_passes(sysroot, monkeypatch)
     for cid in ("hccn.link", "hccn.net_health"):
         assert res[cid].status == Status.WARN, res[cid]
         assert all("exited 1" in f.message for f in res[cid].findings)
+    # an older hccn_tool without -speed/-dscp_to_tc: the port checks still judge what it
+    # answered, and name the two queries it refused
+    tools(sysroot)
+    script = sysroot.path("/usr/local/bin/hccn_tool")
+    script.write_text(script.read_text().replace("  -speed)", "  -speed-x)")
+                      .replace("  -dscp_to_tc)", "  -dscp-x)"))
+    _, res = _results(sysroot, ("hccn.link", "hccn.pfc"))
+    for cid, flag in (("hccn.link", "-speed"), ("hccn.pfc", "-dscp_to_tc")):
+        ws = [f for f in res[cid].findings if f.status == Status.WARN]
+        assert len(ws) == 2 and all(flag in f.message and "exited 2" in f.message for f in ws)
+        assert res[cid].status == Status.WARN
     tools(sysroot, hccn_body='echo "链路状态: 正常"\n')
     _, res = _results(sysroot, ("hccn.link",))
     assert res["hccn.link"].status == Status.WARN

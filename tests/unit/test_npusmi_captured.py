@@ -223,3 +223,11 @@ def test_missing_npu_smi_skips_every_npu_check_naming_it(sysroot):
     res = _run(sysroot, ("npu.smi", "npu.health", "npu.ecc"))
     assert {r.status for r in res.values()} == {Status.SKIP}
     assert all("npu-smi" in r.findings[0].message for r in res.values())
+
+
+def test_a3_map_in_npu_smi_s_own_layout_two_dies_and_an_mcu_per_card():
+    m = parse_npu_smi_map(read_capture("npusmi", "map-a3-rendered.txt").text)
+    assert [(r.npu, r.chip, r.logic_id, r.phy_id, r.name) for r in m.rows] == [
+        (0, 0, 0, 0, "Ascend910"), (0, 1, 1, 1, "Ascend910"), (0, 2, None, None, "Mcu"),
+        (1, 0, 2, 2, "Ascend910"), (1, 1, 3, 3, "Ascend910"), (1, 2, None, None, "Mcu")]
+    assert m.logic_of(1, 1) == 3
