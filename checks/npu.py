@@ -23,8 +23,10 @@ from ascend_doctor.registry import check
 TEMP_WARN_C = 75
 TEMP_FAIL_C = 85
 HBM_WARN_PCT = 90.0
-# npu-smi info (15 s) plus at most one hung sub-command (15 s), then margin
-SMI_CHECK_TIMEOUT_S = 45.0
+# npu-smi info (15 s) plus at most one hung sub-command (15 s), plus the sub-commands that
+# answer: an A3 node asks 16 dies' health and 8 boards, then (npu.ecc) 16-32 ECC samples, at
+# roughly 0.3-1 s per npu-smi call on real hosts
+SMI_CHECK_TIMEOUT_S = 90.0
 HEALTH_RANK = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 2}
 
 
