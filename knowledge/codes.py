@@ -40,6 +40,9 @@ class Code:
     step: Mapping[str, str]
     source: str  # the public document of the table
     exact: bool  # False: only the family (class digit, module letter) is known
+    # an "internal error" code (EE9999, 500001): it says something failed, not what; the
+    # cause is on the lines around it, and an entry reached only through it is not specific
+    catchall: bool = False
 
     def text(self, lang: str = "en") -> str:
         return pick(self.meaning, lang)
@@ -85,7 +88,7 @@ def lookup(table: str, code: str) -> Code | None:
         if not step:  # a row without its own step takes its family's
             fam = _family_row(t, table, code)
             step = _texts(fam, "step_") if fam else {}
-        return Code(table, code, _texts(row), step, t["source"], True)
+        return Code(table, code, _texts(row), step, t["source"], True, _catchall(t, code))
     fam = _family_row(t, table, code)
     if fam is None:
         return None
@@ -95,7 +98,15 @@ def lookup(table: str, code: str) -> Code | None:
         meaning = {
             "en": f"{'internal' if internal else 'user'} error of CANN's {meaning['en']} module",
             "zh": f"CANN {meaning['zh']}模块的{'内部' if internal else '用户'}错误"}
-    return Code(table, code, meaning, _texts(fam, "step_"), t["source"], False)
+    return Code(table, code, meaning, _texts(fam, "step_"), t["source"], False,
+                _catchall(t, code))
+
+
+def _catchall(t: Mapping[str, Any], code: str) -> bool:
+    """Whether the table lists the code as an internal catch-all (``catchall``, or
+    ``catchall_suffix`` for the CANN E-families' xx9999)."""
+    suffix = t.get("catchall_suffix")
+    return code in t.get("catchall", ()) or bool(suffix and code.endswith(suffix))
 
 
 def _family_row(t: Mapping[str, Any], table: str, code: str) -> Mapping[str, str] | None:

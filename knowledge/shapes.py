@@ -33,6 +33,9 @@ class ShapeHit:
     start: int = 0
     end: int = 0
     source: str = ""
+    # the message is raised for many unrelated causes ("No module named …") and no variant
+    # narrowed it: its cause keys are a guess, never a confident answer (knowledge/decide.py)
+    broad: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,10 +84,13 @@ def shapes_in(line: str) -> list[ShapeHit]:
             continue
         groups = {k: v for k, v in m.groupdict().items() if v}
         d: Mapping[str, Any] = s.doc
+        broad = bool(s.doc.get("broad"))
         for group, rx, v in s.variants:
             if rx.search(groups.get(group, "")):
                 d = {**s.doc, **v}
+                broad = bool(v.get("broad", False))
                 break
         found.append(ShapeHit(s.key, _fill(d, "", groups), _fill(d, "step_", groups),
-                              tuple(d.get("causes", ())), groups, m.start(), m.end(), source))
+                              tuple(d.get("causes", ())), groups, m.start(), m.end(), source,
+                              broad))
     return sorted(found, key=lambda h: h.start)
