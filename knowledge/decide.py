@@ -251,9 +251,10 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
             site, cov = traced
             out.append(Answer(TEMPLATE, "template", BASE_CONFIDENCE["template"] + 0.4 * cov,
                               line, site=site, coverage=cov))
-    for a in out:  # agreement: the other answers that name one of its causes
+    for a in out:  # agreement: the other specific answers that name one of its causes
         mine = set(a.causes)
-        a.support = sum(1 for b in out if b is not a and mine.intersection(b.causes))
+        a.support = sum(1 for b in out if b is not a and b.how in CONFIDENT_HOWS
+                        and mine.intersection(b.causes))
     return out
 
 
