@@ -90,7 +90,8 @@ def test_check_logs_offers_the_utilization_not_the_allocator_for_an_oom_at_capac
     findings = [f for c in doc["checks"] for f in c["findings"]]
     found = [f for f in findings if set(f.get("kb") or ()) & {"ASC-LOG-004", "ASC-UPS-013"}]
     assert found, [f.get("kb") for f in findings]
-    assert all(f["fix"] == "service.launch-flags" for f in found), found
+    assert all(f["fix"] == {"id": "service.launch-flags",
+                            "params": {"relieve": "gpu-memory-utilization"}} for f in found), found
     assert "PYTORCH_NPU_ALLOC_CONF" not in json.dumps(findings)
     assert not any(p.get("fix") == "service.env" for p in doc["problems"])
 
