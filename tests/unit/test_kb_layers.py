@@ -302,6 +302,33 @@ def test_lint_rejects_a_code_group_wider_than_the_aliases():
     assert any("507013" in p for p in probs) and not any("507014" in p for p in probs)
 
 
+def test_lint_rejects_set_env_for_the_drivers_libraries():
+    bad = _entry(title={"en": "libc_sec.so missing in the container", "zh": "x"},
+                 causes=["driver-lib-not-found"],
+                 steps=[{"en": "source it", "zh": "x",
+                         "cmd": "source /usr/local/Ascend/ascend-toolkit/set_env.sh"}])
+    assert any("no set_env.sh brings" in str(p) for p in contradictions(bad))
+    # the same step for a toolkit library is the fix
+    ok = _entry(title={"en": "libhccl.so missing", "zh": "x"}, causes=["cann-env-not-sourced"],
+                steps=bad["steps"])
+    assert contradictions(ok) == []
+    # an entry without cause keys is judged by the libraries it names
+    dcmi = _entry(cause={"en": "DCMI cannot be loaded: libdcmi.so is not mounted", "zh": "x"},
+                  steps=bad["steps"])
+    assert any("no set_env.sh brings" in str(p) for p in contradictions(dcmi))
+
+
+def test_lint_rejects_the_allocator_for_an_oom_that_is_not_fragmentation():
+    bad = _entry(causes=["npu-oom"], steps=[{"en": "Set the allocator:", "zh": "x",
+                                             "cmd": "export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True"}])
+    assert any("fragmentation" in str(p) for p in contradictions(bad))
+    stated = _entry(causes=["npu-oom"], steps=[{**bad["steps"][0],
+                                                "en": "Fragmented (reserved >> allocated):"}])
+    assert contradictions(stated) == []
+    named = _entry(causes=["npu-oom", "allocator-fragmentation"], steps=bad["steps"])
+    assert contradictions(named) == []
+
+
 def test_the_shipped_entries_pass_the_contradiction_rules():
     from ascend_doctor.knowledge import data_files
     from ascend_doctor.knowledge.schema import tomllib
