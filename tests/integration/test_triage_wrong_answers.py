@@ -170,3 +170,17 @@ def test_every_error_line_says_where_it_was_traced(cli):
     assert 1 not in by_line  # a request the server received is no error
     # the rejected request is an error line of the API server, traced or not, but reported
     assert 3 in by_line and "source" in by_line[3]
+
+
+def test_check_logs_names_a_weak_candidate_without_giving_it_as_the_answer(cli, tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    log = tmp_path / "server.log"
+    log.write_text("INFO starting\n(CL error, the error code is : 500001.)\n")
+    r = cli("check", "--root", str(root), "--log", str(log), "--only", "logs", "--json",
+            env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    findings = [f for c in json.loads(r.stdout)["checks"] for f in c["findings"]]
+    (f,) = [f for f in findings if "decisive line 2" in f["message"]]
+    assert f["status"] == "info" and not f.get("kb") and not f.get("fix")
+    assert "no confident match" in f["message"] and "next: ascend-doctor check" in f["message"]
+    assert f["evidence"]["answer"]["confident"] is False
