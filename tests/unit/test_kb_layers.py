@@ -40,6 +40,23 @@ def test_codes_found_in_the_ways_logs_print_them(line, table, code):
     assert (table, code) in [(h.code.table, h.code.code) for h in hits], hits
 
 
+def test_torch_npu_err_codes_name_the_sub_module_and_the_failure():
+    (hit,) = codes.codes_in("[ERROR] 2024-06-20-10:41:32 (PID:1, Device:-1, RankID:-1) "
+                            "ERR00008 PTA resource not found")
+    assert (hit.code.table, hit.code.code, hit.code.exact) == ("pta", "ERR00008", True)
+    assert "PTA" in hit.code.text() and "not found" in hit.code.text() and not hit.code.catchall
+    # a failed call into HCCL or AscendCL: the CANN line with it says why
+    (hit,) = codes.codes_in("ERR02200 DIST call hccl api failed.")
+    assert "DIST" in hit.code.text() and hit.code.catchall
+    assert codes.codes_in("ERR99999 UNKNOWN application exception") == []
+
+
+def test_internal_errors_are_catch_alls():
+    assert codes.lookup("cann", "EE9999").catchall and codes.lookup("acl", "500001").catchall
+    assert not codes.lookup("acl", "507014").catchall
+    assert not codes.lookup("cann", "EI0006").catchall
+
+
 def test_unlisted_codes_get_their_family_and_timestamps_are_no_codes():
     (hit,) = codes.codes_in("EE8888: something went wrong")
     assert not hit.code.exact and "runtime" in hit.code.text()
