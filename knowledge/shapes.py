@@ -67,9 +67,17 @@ def shapes() -> list[str]:
     return [s.key for s in _load()[0]]
 
 
-def _fill(d: Mapping[str, Any], prefix: str, groups: Mapping[str, str]) -> dict[str, str]:
-    return {lang: fill(str(d[prefix + lang]), groups)
-            for lang in ("en", "zh") if d.get(prefix + lang)}
+def _fill(d: Mapping[str, Any], prefix: str, groups: Mapping[str, str],
+          names: Any = ()) -> dict[str, str]:
+    """The texts with the captured groups; a group the line did not have reads as the
+    shape's ``unmatched_<lang>`` ("a library")."""
+    out = {}
+    for lang in ("en", "zh"):
+        if not d.get(prefix + lang):
+            continue
+        blank = str(d.get("unmatched_" + lang) or "")
+        out[lang] = fill(str(d[prefix + lang]), {**{n: blank for n in names}, **groups})
+    return out
 
 
 def shapes_in(line: str) -> list[ShapeHit]:
@@ -90,7 +98,8 @@ def shapes_in(line: str) -> list[ShapeHit]:
                 d = {**s.doc, **v}
                 broad = bool(v.get("broad", False))
                 break
-        found.append(ShapeHit(s.key, _fill(d, "", groups), _fill(d, "step_", groups),
+        names = tuple(s.rx.groupindex)
+        found.append(ShapeHit(s.key, _fill(d, "", groups, names), _fill(d, "step_", groups, names),
                               tuple(d.get("causes", ())), groups, m.start(), m.end(), source,
                               broad))
     return sorted(found, key=lambda h: h.start)

@@ -105,6 +105,23 @@ def test_every_shape_is_found_on_its_message():
         assert key in [h.key for h in shapes.shapes_in(line)], key
 
 
+def test_a_pasted_fragment_without_the_library_still_has_its_shape():
+    (hit,) = shapes.shapes_in("undefined symbol: MsprofSysCycleTime")
+    assert hit.key == "loader.undefined-symbol" and not hit.broad
+    assert hit.meaning["en"].startswith("a library was built against") and "{" not in hit.meaning["zh"]
+
+
+def test_broad_shapes_are_guesses_unless_a_variant_narrows_them():
+    (hit,) = shapes.shapes_in("ModuleNotFoundError: No module named 'foo.bar'")
+    assert hit.broad
+    (hit,) = shapes.shapes_in("ModuleNotFoundError: No module named 'torch_npu'")
+    assert not hit.broad
+    (hit,) = shapes.shapes_in("OSError: libfoo.so: cannot open shared object file")
+    assert hit.broad
+    (hit,) = shapes.shapes_in("OSError: libc_sec.so: cannot open shared object file")
+    assert not hit.broad and hit.causes == ("driver-lib-not-found",)
+
+
 def test_a_driver_library_is_the_driver_not_set_env():
     (hit,) = shapes.shapes_in("ImportError: libc_sec.so: cannot open shared object file")
     assert hit.causes == ("driver-lib-not-found",)
