@@ -271,6 +271,16 @@ def measure(pairs: int, log_dir: Path) -> dict:
     return {"res": res, "base": base, "final": final, "audit": st}
 
 
+def median_ci(ratios: list[float], n: int = 2000) -> tuple[float, float]:
+    """95 % bootstrap interval of the median per-round ratio (seeded: the same data give the
+    same interval): how much the bench can resolve on this machine today."""
+    import random
+
+    rng = random.Random(0)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
 def compare(res: dict, a: str, b: str) -> dict:
     """Arm ``a`` against arm ``b``: pooled p99s and the per-round ratios a/b."""
     out: dict = {}
@@ -279,12 +289,12 @@ def compare(res: dict, a: str, b: str) -> dict:
         ratios = [p99(x[key]) / p99(y[key]) for x, y in zip(res[a], res[b])]
         out[key] = {"a": pooled[a], "b": pooled[b], "pooled_ratio": pooled[a] / pooled[b],
                     "pair_ratio": statistics.median(ratios), "pair_min": min(ratios),
-                    "pair_max": max(ratios)}
+                    "pair_max": max(ratios), "ci": median_ci(ratios)}
     tput = [x["tokens"] / x["wall"] / (y["tokens"] / y["wall"]) for x, y in zip(res[a], res[b])]
     out["tput"] = {arm: statistics.median(r["tokens"] / r["wall"] for r in res[arm])
                    for arm in (a, b)}
     out["tput"].update(pair_ratio=statistics.median(tput), pair_min=min(tput),
-                       pair_max=max(tput))
+                       pair_max=max(tput), ci=median_ci(tput))
     return out
 
 
@@ -335,7 +345,8 @@ def rows(s: dict, name: str) -> list[dict]:
     def lat(key: str) -> str:
         x, y = on[key], old[key]
         return (f"pooled p99 {pct(x['pooled_ratio'])} vs off; per round: median "
-                f"{pct(x['pair_ratio'])} (range {pct(x['pair_min'])} … {pct(x['pair_max'])}); "
+                f"{pct(x['pair_ratio'])} (95 % CI {pct(x['ci'][0])} … {pct(x['ci'][1])}, range "
+                f"{pct(x['pair_min'])} … {pct(x['pair_max'])}); "
                 f"one write per step (BATCH=1): pooled {pct(y['pooled_ratio'])}, per round "
                 f"median {pct(y['pair_ratio'])}")
 
@@ -352,7 +363,8 @@ def rows(s: dict, name: str) -> list[dict]:
          "note": f"{lat('e2e')}; server histogram p99: {sv(se)}"},
         {"name": f"{name}: throughput", "ours_s": None, "peer_s": None, **common,
          "note": f"on {tp['on']:.0f} tok/s, off {tp['off']:.0f} "
-                 f"tok/s; per round on/off: median {pct(tp['pair_ratio'])} (range "
+                 f"tok/s; per round on/off: median {pct(tp['pair_ratio'])} (95 % CI "
+                 f"{pct(tp['ci'][0])} … {pct(tp['ci'][1])}, range "
                  f"{pct(tp['pair_min'])} … {pct(tp['pair_max'])}); BATCH=1: median "
                  f"{pct(tp1['pair_ratio'])}; engine-thread blocking waits per 1000 tokens: "
                  f"{vcs}; {bounds_note(s['audit'])}"},
