@@ -20,6 +20,7 @@ from ascend_doctor.host import LiveHost
 from ascend_doctor.options import RunOptions
 from ascend_doctor.probes.procs import gather_service_processes
 from ascend_doctor.probes.service import gather_http
+from tests.timing import budget
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_vllm_server.py"
 
@@ -169,7 +170,7 @@ def test_cli_named_finding_for_each_failure_within_timeout(cli, tmp_path, mode, 
             doc, took = _check(cli, "--service", f"http://127.0.0.1:{port}", "--only", "service")
     h = _findings(doc, "service.health")[0]
     assert h["status"] == "fail" and kb in h["kb"], h
-    assert took < 15, f"took {took:.1f} s"
+    assert took < budget(15, cap=28), f"took {took:.1f} s"  # the slow server sleeps 30 s
 
 
 @pytest.mark.parametrize("leak,status", [("1", "fail"), ("0", "pass")])
@@ -183,7 +184,7 @@ def test_leak_watch_through_exporter_metrics(cli, tmp_path, leak, status):
     assert f["status"] == status, f
     assert f["evidence"]["source"] == f"http://127.0.0.1:{port}/metrics (npu-exporter)"
     assert f["evidence"]["samples"] >= 3
-    assert took < 20
+    assert took < budget(20)
 
 
 def test_collected_bundle_replays_the_same_service_findings(cli, tmp_path):
@@ -195,9 +196,10 @@ def test_collected_bundle_replays_the_same_service_findings(cli, tmp_path):
         assert r.returncode == 0, r.stderr
     doc, took = _check(cli, "--bundle", str(out), "--only", "tlb.faults,service.metrics,"
                        "config.block-size")
-    assert took < 10
+    assert took < budget(10)
     tlb = _findings(doc, "tlb.faults")[0]
-    assert tlb["evidence"]["minor_per_s"] > 0 and abs(tlb["evidence"]["seconds"] - 1.0) < 0.5
+    # the recorded clock replays: the 1 s sample, longer when the collecting run was slowed
+    assert tlb["evidence"]["minor_per_s"] > 0 and 0.9 < tlb["evidence"]["seconds"] < 1 + budget(0.5)
     assert any("KV cache 97 %" in f["message"] for f in _findings(doc, "service.metrics"))
     assert _findings(doc, "config.block-size")[0]["evidence"]["effective"] == 16
 
