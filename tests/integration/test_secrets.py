@@ -346,9 +346,12 @@ def test_junit_with_control_bytes_parses_through_the_cli(cli, tmp_path):
     log = tmp_path / "hostile.log"
     _hostile_log(log)
     junit = tmp_path / "j.xml"
-    r = cli("check", "--log", str(log), "--junit", str(junit))
+    root = tmp_path / "root"  # an empty host: only the --log, not another session's vLLM
+    root.mkdir()
+    r = cli("check", "--root", str(root), "--log", str(log), "--junit", str(junit))
     assert junit.exists(), r.stderr
     ET.parse(junit)
+    assert "libascendcl.so" in junit.read_text()  # the log's line is in it, made safe
     _assert_no_shape("JUnit file", junit.read_text())
 
 
