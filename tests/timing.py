@@ -36,7 +36,7 @@ def _workload() -> None:
     re.findall(r"\d+", s)
 
 
-def slowdown(rounds: int = 5) -> float:
+def slowdown(rounds: int = 3) -> float:
     """How many times longer than on an idle reference core code takes right now (>= 1)."""
     wall = cpu = 0.0
     for _ in range(rounds):
