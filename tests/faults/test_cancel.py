@@ -173,7 +173,7 @@ def test_waiter_stops_even_when_the_provider_is_stuck_in_python(sysroot):
     report = run(sysroot.host(),
                  registry=_registry(stuck_owner, stuck_waiter, providers=[stuck]),
                  config=RunConfig(timeout=30.0))
-    assert time.monotonic() - t0 < budget(5.0, cap=25)
+    assert time.monotonic() - t0 < budget(5.0, cap=7)  # the provider is stuck for 8 s
     by = {r.check_id: r for r in report.results}
     assert by["cancel.stuck-owner"].findings[0].message.startswith("timed out after 1 s")
     assert by["cancel.stuck-waiter"].findings[0].message == f"could not gather Stuck: {ABANDONED}"
