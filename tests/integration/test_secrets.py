@@ -359,8 +359,10 @@ def test_text_report_redacts_service_url_credentials(cli, tmp_path):
     """The --service URL is a finding's subject: text output redacts it like JSON does."""
     url = "http://admin:PLANTEDsvc0042@127.0.0.1:9"
     env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    root = tmp_path / "root"  # an empty host: the run is about the URL, not this machine's vLLMs
+    root.mkdir()
     for fmt in ((), ("--json",)):  # --markdown crashes here today (issue 20 item 8)
-        r = cli("check", "--service", url, *fmt, env=env)
+        r = cli("check", "--root", str(root), "--service", url, *fmt, env=env)
         assert "127.0.0.1:9" in r.stdout, r.stderr
         assert "PLANTEDsvc0042" not in r.stdout + r.stderr, fmt
 
