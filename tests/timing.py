@@ -86,7 +86,10 @@ def best_of(fn: Callable[[], object], k: int = 3) -> float:
 
 def growth(run: Callable[[int], object], n: int, k: int = 5, scale: int = 4) -> float:
     """time(run(scale·n)) / time(run(n)), each the best of ``k`` interleaved runs: ~scale for
-    linear work, ~scale² for quadratic, whatever the machine's load."""
+    linear work, ~scale² for quadratic, whatever the machine's load. Pick ``n`` so that
+    ``run(n)`` takes 20 ms or more: a shorter run fits in one scheduler slice, and one
+    preemption then decides the ratio (a 2 ms run gave 9x for linear work next to two
+    busy loops)."""
     small = large = float("inf")
     for _ in range(k):
         t0 = time.perf_counter()

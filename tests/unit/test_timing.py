@@ -11,15 +11,15 @@ from tests.timing import budget, growth, slowdown, within
 
 
 def test_growth_tells_linear_from_quadratic():
-    def linear(n: int) -> None:
-        sum(range(n * 200))
+    def linear(n: int) -> None:  # ~20 ms at n: longer than a scheduler slice
+        sum(range(n * 2000))
 
     def quadratic(n: int) -> None:
         for i in range(n):
             sum(range(i * 2))
 
     assert growth(linear, 1_000, k=3) < 8
-    assert growth(quadratic, 300, k=3) > 8  # ~16
+    assert growth(quadratic, 1_000, k=3) > 8  # ~16
 
 
 def test_slowdown_and_budget_never_shrink_a_bound():
