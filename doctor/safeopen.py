@@ -13,7 +13,9 @@ descriptors it holds:
 * the *writers* of the path: every account that could change a directory on it or a link it
   followed (a directory's owner, its group when group-writable, anyone when world-writable;
   in a sticky directory only the entry's own owner). Root and the doctor's own uid are not
-  counted;
+  counted. A root-owned, single-link, group-readable file under a directory only a group
+  can write (Ubuntu's ``/var/log`` root:syslog 0775 with root:adm 0640 logs) is read unless
+  the ``reader`` is in that group (``_root_log`` says why);
 * the opened file must be one each writer could read itself (uid, its groups); with a
   ``reader`` (the service's uid and groups), that account must also be able to search every
   directory and read the file.
@@ -86,6 +88,20 @@ def may(st: os.stat_result, uid: int, gids: tuple[int, ...], bit: int) -> bool:
     return bool(st.st_mode & bit)
 
 
+def _root_log(st: os.stat_result) -> bool:
+    """A root-owned, single-link file its group may read, met under a directory a group can
+    write (Ubuntu: ``/var/log`` root:syslog 0775 holding root:adm 0640 logs).
+
+    What the group's members could have put there instead: a symlink (its owner is counted as
+    a writer), their own file (their own bytes), a hard link to a file elsewhere (two links:
+    refused; ``fs.protected_hardlinks`` forbids it for files they cannot read anyway), or an
+    entry renamed from another directory they can write, which they control already; a
+    root-only file (0600) of such a directory stays refused. So a root-run doctor reads it,
+    unless the service it inspects is in that group (``Guard.reader``): then the service
+    account could swap the file and the refusal stands."""
+    return _trusted(st.st_uid) and st.st_nlink == 1 and bool(st.st_mode & 0o040)
+
+
 class _Writers:
     """The accounts that could have steered the walk (see the module docstring)."""
 
@@ -106,7 +122,8 @@ class _Writers:
             elif self.anyone is None:
                 self.anyone = where
 
-    def refusal(self, st: os.stat_result, path: str) -> str | None:
+    def refusal(self, st: os.stat_result, path: str,
+                reader: "tuple[int, tuple[int, ...]] | None" = None) -> str | None:
         mode = f"{_stat.S_IMODE(st.st_mode):04o}"
         for uid, where in self.uids.items():
             if not may(st, uid, groups_of(uid), 4):
@@ -114,6 +131,8 @@ class _Writers:
                         f"itself (mode {mode}, owner {st.st_uid}:{st.st_gid})")
         own = not _trusted(st.st_uid) and st.st_mode & 0o400  # an account's own file
         for gid, where in self.gids.items():
+            if _root_log(st) and (reader is None or gid not in reader[1]):
+                continue
             if not (st.st_mode & 0o004 or (st.st_gid == gid and st.st_mode & 0o040) or own):
                 return (f"not read: group {gid} can change {where} but could not read {path} "
                         f"(mode {mode}, owner {st.st_uid}:{st.st_gid})")
@@ -133,7 +152,7 @@ def _check_final(st: os.stat_result, path: str, guard: Guard, writers: _Writers 
         if not may(st, uid, gids, 4):
             raise Refused(f"not read: the service's uid {uid} could not read {path} itself "
                           f"(mode {_stat.S_IMODE(st.st_mode):04o}, owner {st.st_uid}:{st.st_gid})")
-    why = writers.refusal(st, path) if writers is not None else None
+    why = writers.refusal(st, path, guard.reader) if writers is not None else None
     if why:
         raise Refused(why)
 

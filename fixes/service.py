@@ -9,6 +9,8 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from dataclasses import dataclass
+from typing import Callable
 
 from ascend_doctor.i18n import T
 
@@ -232,30 +234,12 @@ def _unset_plan(ctx: FixContext, params: dict, verify: str, unset) -> Plan:
     if unit:
         name = posixpath.basename(unit[0])
         dropin = f"/etc/systemd/system/{name}.d/{DROPIN_NAME}"
-        old = ctx.read(dropin)
-        body = (old.decode("utf-8", "replace") if old is not None else
-                "# environment of the vLLM service\n"
-                "# (written by `ascend-doctor fix service.env`)\n[Service]\n")
-        for n in names:
-            body = _set_line(body, rf'\s*Environment="?{re.escape(n)}=', "")
-            body = _set_line(body, rf"\s*UnsetEnvironment={re.escape(n)}\s*$",
-                             f"UnsetEnvironment={n}\n")
+        body = _unset_body(ctx, dropin, SYSTEMD, names)
         plan.edits.append(ctx.edit(dropin, body, 0o644, T("the environment {unit} starts with",
                                                               unit=name)))
-        plan.commands += [Command(("systemctl", "daemon-reload"), T("load the drop-in"),
-                                  sysroot_skip=_NO_SYSTEMD),
-                          Command(("systemctl", "restart", name), T("restart with the environment"),
-                                  sysroot_skip=_NO_SYSTEMD)]
-        plan.restarts.append(name)
-        plan.needs_root = [T("writing {path}", path=dropin), T("restarting {unit}", unit=name)]
+        _restart_unit(plan, name, dropin)
         return plan
-    old = ctx.read(ENV_FILE)
-    body = (old.decode("utf-8", "replace") if old is not None else
-            "# environment of the vLLM service as plain assignments\n"
-            "# (written by `ascend-doctor fix service.env`)\n")
-    for n in names:
-        body = _set_line(body, rf"\s*(export\s+)?{re.escape(n)}=", "")
-        body = _set_line(body, rf"\s*unset\s+{re.escape(n)}\s*$", f"unset {n}\n")
+    body = _unset_body(ctx, ENV_FILE, PLAIN, names)
     plan.edits.append(ctx.edit(ENV_FILE, body, 0o644, T("environment for the launch line")))
     cmd = _relaunch(ctx, params, plan)
     plan.manual.append(Manual(
@@ -265,6 +249,68 @@ def _unset_plan(ctx: FixContext, params: dict, verify: str, unset) -> Plan:
         f"set -a && . {shlex.quote(ENV_FILE)} && set +a && {cmd}"))
     plan.needs_root = [T("writing {path}", path=ENV_FILE)]
     return plan
+
+
+@dataclass(frozen=True)
+class EnvFormat:
+    """How one environment file spells its lines: a systemd drop-in or shell assignments."""
+
+    one_header: str  # a file made for one variable
+    all_header: str  # a file made for set_env.sh's variables
+    section: str
+    line: Callable[[str, str], str]
+    existing: Callable[[str], str]  # the pattern of a line that already sets the variable
+    unset: str  # the line that takes a variable out ({n}: its name)
+    unset_existing: str  # the pattern of such a line ({n}: its name, escaped)
+
+
+_WRITTEN = "# (written by `ascend-doctor fix service.env`)\n"
+SYSTEMD = EnvFormat("# environment of the vLLM service\n",
+                    "# set_env.sh of the CANN toolkit, as systemd Environment= lines\n",
+                    "[Service]\n", lambda k, v: f'Environment="{k}={v}"\n',
+                    lambda k: rf'\s*Environment="?{re.escape(k)}=',
+                    "UnsetEnvironment={n}\n", r"\s*UnsetEnvironment={n}\s*$")
+PLAIN = EnvFormat("# environment of the vLLM service as plain assignments\n",
+                  "# set_env.sh of the CANN toolkit as plain assignments\n",
+                  "", lambda k, v: f"{k}={shlex.quote(v)}\n",
+                  lambda k: rf"\s*(export\s+)?{re.escape(k)}=",
+                  "unset {n}\n", r"\s*unset\s+{n}\s*$")
+
+
+def _env_body(ctx: FixContext, path: str, fmt: EnvFormat, env: dict[str, str],
+              one: bool) -> str:
+    """The drop-in's or env file's new text. One variable keeps what the file already sets and
+    replaces or adds that line; set_env.sh's variables are the whole file."""
+    if one:
+        ((var, value),) = env.items()
+        return _set_line(_current(ctx, path, fmt), fmt.existing(var), fmt.line(var, value))
+    return (fmt.all_header + _WRITTEN + fmt.section
+            + "".join(fmt.line(k, v) for k, v in env.items()))
+
+
+def _current(ctx: FixContext, path: str, fmt: EnvFormat) -> str:
+    """What the file says now, or the header of a new one."""
+    old = ctx.read(path)
+    return (old.decode("utf-8", "replace") if old is not None else
+            fmt.one_header + _WRITTEN + fmt.section)
+
+
+def _unset_body(ctx: FixContext, path: str, fmt: EnvFormat, names: list[str]) -> str:
+    body = _current(ctx, path, fmt)
+    for n in names:
+        body = _set_line(body, fmt.existing(n), "")
+        body = _set_line(body, fmt.unset_existing.format(n=re.escape(n)), fmt.unset.format(n=n))
+    return body
+
+
+def _restart_unit(plan: Plan, name: str, dropin: str) -> None:
+    """The steps after writing a unit's drop-in: reload, restart, and who may do that."""
+    plan.commands += [Command(("systemctl", "daemon-reload"), T("load the drop-in"),
+                              sysroot_skip=_NO_SYSTEMD),
+                      Command(("systemctl", "restart", name), T("restart with the environment"),
+                              sysroot_skip=_NO_SYSTEMD)]
+    plan.restarts.append(name)
+    plan.needs_root = [T("writing {path}", path=dropin), T("restarting {unit}", unit=name)]
 
 
 @recipe("service.env", title="Give the vLLM service the environment of set_env.sh",
@@ -314,37 +360,12 @@ def service_env(ctx: FixContext, params: dict) -> Plan:
         path, _ = unit
         name = posixpath.basename(path)
         dropin = f"/etc/systemd/system/{name}.d/{DROPIN_NAME}"
-        if one:  # keep what the drop-in already sets; replace or add this variable
-            old = ctx.read(dropin)
-            base = (old.decode("utf-8", "replace") if old is not None else
-                    "# environment of the vLLM service\n"
-                    "# (written by `ascend-doctor fix service.env`)\n[Service]\n")
-            body = _set_line(base, rf'\s*Environment="?{re.escape(var)}=',
-                             f'Environment="{var}={value}"\n')
-        else:
-            body = ("# set_env.sh of the CANN toolkit, as systemd Environment= lines\n"
-                    "# (written by `ascend-doctor fix service.env`)\n[Service]\n"
-                    + "".join(f'Environment="{k}={v}"\n' for k, v in env.items()))
+        body = _env_body(ctx, dropin, SYSTEMD, env, one is not None)
         plan.edits.append(ctx.edit(dropin, body, 0o644, T("the environment {unit} starts with",
                                                               unit=name)))
-        plan.commands += [Command(("systemctl", "daemon-reload"), T("load the drop-in"),
-                                  sysroot_skip=_NO_SYSTEMD),
-                          Command(("systemctl", "restart", name), T("restart with the environment"),
-                                  sysroot_skip=_NO_SYSTEMD)]
-        plan.restarts.append(name)
-        plan.needs_root = [T("writing {path}", path=dropin), T("restarting {unit}", unit=name)]
+        _restart_unit(plan, name, dropin)
     else:
-        if one:
-            old = ctx.read(ENV_FILE)
-            base = (old.decode("utf-8", "replace") if old is not None else
-                    "# environment of the vLLM service as plain assignments\n"
-                    "# (written by `ascend-doctor fix service.env`)\n")
-            body = _set_line(base, rf"\s*(export\s+)?{re.escape(var)}=",
-                             f"{var}={shlex.quote(value)}\n")
-        else:
-            body = ("# set_env.sh of the CANN toolkit as plain assignments\n"
-                    "# (written by `ascend-doctor fix service.env`)\n"
-                    + "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
+        body = _env_body(ctx, ENV_FILE, PLAIN, env, one is not None)
         plan.edits.append(ctx.edit(ENV_FILE, body, 0o644, T("environment for the launch line")))
         cmd = _relaunch(ctx, params, plan)
         plan.manual.append(Manual(

@@ -546,23 +546,45 @@ def _kind(path: str) -> str | None:
     return None
 
 
-def find_exports(host: Host, root: str) -> tuple[str, list[str], list[str]]:
-    """(layout, csv files, timeline json files) under a profiler output directory."""
+def find_exports(host: Host, root: str, outside: list[str] | None = None
+                 ) -> tuple[str, list[str], list[str]]:
+    """(layout, csv files, timeline json files) under a profiler output directory.
+
+    A directory link (``PROF_1 -> /elsewhere``) is not followed out of ``root``: the files
+    it leads to are dropped and the link is named in ``outside``. A file link stays: the
+    guarded open judges where it lands (doctor/safeopen.py)."""
     r = root.rstrip("/") or "/"
-    pt = (host.glob(f"{r}/ASCEND_PROFILER_OUTPUT/*.csv") + host.glob(f"{r}/*_ascend_pt/ASCEND_PROFILER_OUTPUT/*.csv")
-          + (host.glob(f"{r}/*.csv") if posixpath.basename(r) == "ASCEND_PROFILER_OUTPUT" else []))
+    real_root = host.realpath(r).rstrip("/")
+    real_of: dict[str, str] = {}
+
+    def glob(pattern: str) -> list[str]:
+        kept = []
+        for p in host.glob(pattern):
+            d = posixpath.dirname(p)
+            if d not in real_of:
+                real_of[d] = host.realpath(d)
+            if real_of[d] == real_root or real_of[d].startswith(real_root + "/"):
+                kept.append(p)
+            elif outside is not None:
+                note = f"{d} -> {real_of[d]}"
+                if note not in outside:
+                    outside.append(note)
+        return kept
+
+    pt = (glob(f"{r}/ASCEND_PROFILER_OUTPUT/*.csv") + glob(f"{r}/*_ascend_pt/ASCEND_PROFILER_OUTPUT/*.csv")
+          + (glob(f"{r}/*.csv") if posixpath.basename(r) == "ASCEND_PROFILER_OUTPUT" else []))
     if pt:
         js = [p.replace(".csv", ".json") for p in pt if p.endswith("kernel_details.csv")]
         js = [p.rsplit("/", 1)[0] + "/trace_view.json" for p in js]
         return "torch_npu", pt, [j for j in js if host.exists(j)]
-    cur = (host.glob(f"{r}/mindstudio_profiler_output/*.csv")
-           + host.glob(f"{r}/PROF_*/mindstudio_profiler_output/*.csv")
-           + (host.glob(f"{r}/*.csv") if posixpath.basename(r) == "mindstudio_profiler_output" else []))
+    cur = (glob(f"{r}/mindstudio_profiler_output/*.csv")
+           + glob(f"{r}/PROF_*/mindstudio_profiler_output/*.csv")
+           + (glob(f"{r}/*.csv") if posixpath.basename(r) == "mindstudio_profiler_output" else []))
     if cur:
         js = [p for d in {posixpath.dirname(c) for c in cur} for p in host.glob(f"{d}/msprof_*.json")]
         return "msprof", cur, js
-    legacy = (host.glob(f"{r}/device_*/summary/*.csv") + host.glob(f"{r}/PROF_*/device_*/summary/*.csv")
-              + (host.glob(f"{r}/*.csv") if posixpath.basename(r) == "summary" else []))
+    legacy = (glob(f"{r}/device_*/summary/*.csv") + glob(f"{r}/PROF_*/device_*/summary/*.csv")
+              + (glob(f"{r}/*.csv") if posixpath.basename(r) == "summary" else []))
     return "msprof-legacy", legacy, []
 
 
@@ -590,8 +612,12 @@ def gather_profile(host: Host, options: RunOptions) -> Profile:
         if host.exists(root):
             raise SourceError(f"--profile {root}", T("is not a directory"))
         raise SourceError(f"--profile {root}", T("not found"))
-    layout, files, timelines = find_exports(host, root)
+    outside: list[str] = []
+    layout, files, timelines = find_exports(host, root, outside)
     chosen = [(f, _kind(f)) for f in files if _kind(f)]
+    if not chosen and outside:
+        raise SourceError(f"--profile {root}", T("{links}: directory links out of it, not "
+                                                 "followed", links="; ".join(outside[:3])))
     if not chosen:
         raise SourceError(f"--profile {root}", T("no {kinds} CSV under it ({layouts})",
                                                  kinds="op_summary / kernel_details / api_statistic"
@@ -638,6 +664,8 @@ def gather_profile(host: Host, options: RunOptions) -> Profile:
     if refused and not used:
         raise SourceError(f"--profile {root}", "; ".join(refused[:3]))
     acc.problems.extend(refused)
+    acc.problems.extend(f"{o}: a directory link out of --profile, not followed"
+                        for o in outside)
     for j in timelines[:4]:
         try:
             with host.open_stream(j, guard=guard) as raw:

@@ -22,6 +22,7 @@ from ascend_doctor.facts import ABANDONED, FactStore
 from ascend_doctor.host import Host, run_capped
 from ascend_doctor.model import Category, Finding, Status
 from ascend_doctor.registry import Registry, check, provider
+from tests.timing import budget
 
 NPU_SMI = "/usr/local/Ascend/driver/tools/npu-smi"
 
@@ -139,7 +140,7 @@ def test_abandoned_check_kills_its_command(sysroot):
     t0 = time.monotonic()
     report = run(sysroot.host(), registry=_registry(direct), config=RunConfig(timeout=1.0))
     took = time.monotonic() - t0
-    assert took < 5.0, f"the run took {took:.1f} s for a 1 s check timeout"
+    assert took < budget(5.0, cap=30), f"the run took {took:.1f} s for a 1 s check timeout"  # the command sleeps 60 s
     (r,) = report.results
     assert r.status == Status.ERROR
     assert r.findings[0].message == "timed out after 1 s (the check was abandoned)"
@@ -155,14 +156,14 @@ def test_waiter_of_an_abandoned_fact_gets_an_error(sysroot):
     report = run(sysroot.host(), registry=_registry(owner, waiter, providers=[smi_text]),
                  config=RunConfig(timeout=30.0))
     took = time.monotonic() - t0
-    assert took < 5.0, f"the run took {took:.1f} s: the waiter hung on the abandoned fact"
+    assert took < budget(5.0, cap=25), f"the run took {took:.1f} s: the waiter hung on the abandoned fact"
     by = {r.check_id: r for r in report.results}
     assert by["cancel.owner"].status == Status.ERROR
     assert by["cancel.owner"].findings[0].message.startswith("timed out after 1 s")
     w = by["cancel.waiter"]
     assert w.status == Status.ERROR
     assert w.findings[0].message == f"could not gather SmiText: {ABANDONED}"
-    assert w.duration_s < 4.0
+    assert w.duration_s < budget(4.0, cap=25)  # its own timeout is 30 s
     assert_all_dead(_pids(pidfile))
     assert_no_children()
 
@@ -172,7 +173,7 @@ def test_waiter_stops_even_when_the_provider_is_stuck_in_python(sysroot):
     report = run(sysroot.host(),
                  registry=_registry(stuck_owner, stuck_waiter, providers=[stuck]),
                  config=RunConfig(timeout=30.0))
-    assert time.monotonic() - t0 < 5.0
+    assert time.monotonic() - t0 < budget(5.0, cap=7)  # the provider is stuck for 8 s
     by = {r.check_id: r for r in report.results}
     assert by["cancel.stuck-owner"].findings[0].message.startswith("timed out after 1 s")
     assert by["cancel.stuck-waiter"].findings[0].message == f"could not gather Stuck: {ABANDONED}"
@@ -186,7 +187,7 @@ def test_cli_check_only_npu_with_a_hanging_npu_smi(cli_exec_sysroot, sysroot):
     r = cli_exec_sysroot("check", "--root", str(sysroot), "--only", "npu", "--json", "--timeout", "1")
     took = time.monotonic() - t0
     assert r.returncode in (0, 1), r.stderr
-    assert took < 8.0, f"the CLI took {took:.1f} s with --timeout 1"  # includes interpreter start
+    assert took < budget(8.0, cap=40), f"the CLI took {took:.1f} s with --timeout 1"  # with interpreter start; smi sleeps 60 s
     doc = json.loads(r.stdout)
     smi = {c["id"]: c for c in doc["checks"] if c["id"].startswith("npu.")}
     assert set(smi) >= {"npu.smi", "npu.health", "npu.hbm"}
@@ -194,7 +195,10 @@ def test_cli_check_only_npu_with_a_hanging_npu_smi(cli_exec_sysroot, sysroot):
     # others time out too or, a few ms earlier than their own deadline, get the failed fact
     messages = {c["findings"][0]["message"] for c in smi.values()}
     assert all(c["status"] == "error" for c in smi.values())
-    assert "timed out after 1 s (the check was abandoned)" in messages
+    # the one computing it was abandoned: an npu.* check, or under load as often another
+    # check `--only npu` selects that asks for NpuSmi first (pcie.link, versions.chip, …)
+    assert "timed out after 1 s (the check was abandoned)" in {
+        f["message"] for c in doc["checks"] for f in c["findings"]}
     assert messages <= {"timed out after 1 s (the check was abandoned)",
                         f"could not gather NpuSmi: {ABANDONED}"}
     pids = _pids(pidfile)
@@ -225,8 +229,8 @@ def test_cancel_kills_a_running_command_and_raises():
     t0 = time.monotonic()
     token.cancel("the check timed out after 1 s")
     assert_no_children()  # cancel() returned after killing and reaping the group
-    t.join(timeout=3)
-    assert not t.is_alive() and time.monotonic() - t0 < 3
+    t.join(timeout=budget(3, cap=30))
+    assert not t.is_alive() and time.monotonic() - t0 < budget(3, cap=30)  # sleep 60
     assert isinstance(box.get("exc"), cancel.Cancelled)
     assert box["exc"].reason == "the check timed out after 1 s"
     with pytest.raises(cancel.Cancelled):  # a cancelled check starts nothing new
@@ -239,7 +243,7 @@ def test_cancelled_token_interrupts_host_sleep(sysroot):
     t0 = time.monotonic()
     with cancel.bound(token), pytest.raises(cancel.Cancelled):
         sysroot.host().sleep(30)
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < budget(2, cap=20)  # the sleep is 30 s
     assert cancel.current() is None
 
 
@@ -251,7 +255,7 @@ def test_collect_records_the_killed_command_and_the_replay_names_it(sysroot):
     rec = RecordingHost(sysroot.host())
     t0 = time.monotonic()
     report = run(rec, registry=_registry(direct), config=RunConfig(timeout=1.0))
-    assert time.monotonic() - t0 < 5.0
+    assert time.monotonic() - t0 < budget(5.0, cap=30)
     assert report.results[0].findings[0].message.startswith("timed out after 1 s")
     assert_all_dead(_pids(pidfile))
     assert_no_children()

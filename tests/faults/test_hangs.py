@@ -14,6 +14,7 @@ from ascend_doctor.host import Host
 from ascend_doctor.model import Category, Finding, Status
 from ascend_doctor.registry import CheckSpec, Registry, check, provider
 from dataclasses import dataclass
+from tests.timing import budget
 
 NPU_SMI = "/usr/local/Ascend/driver/tools/npu-smi"
 
@@ -40,7 +41,7 @@ def test_run_timeout_kills_the_whole_group(sysroot):
     res = sysroot.host().run(["npu-smi", "info"], timeout=1.0)
     took = time.monotonic() - t0
     assert res.timed_out and res.returncode is None and not res.ok
-    assert took < 3.0, f"run took {took:.1f} s for a 1 s timeout"
+    assert took < budget(3.0, cap=30), f"run took {took:.1f} s for a 1 s timeout"
     assert "`npu-smi info` did not finish within" in res.describe_failure()
     child = int(pidfile.read_text())
     deadline = time.monotonic() + 2
@@ -56,7 +57,7 @@ def test_flood_is_capped(sysroot):
     t0 = time.monotonic()
     res = host.run(["flood"], timeout=1.0, cap=64 * 1024)
     assert res.timed_out and res.truncated and len(res.stdout) == 64 * 1024
-    assert time.monotonic() - t0 < 3.0
+    assert time.monotonic() - t0 < budget(3.0, cap=15)  # yes never ends
     res = host.run(["burst"], timeout=20.0, cap=100_000)
     assert res.ok and res.truncated and len(res.stdout) == 100_000
     assert res.stderr == b"done\n"
@@ -109,7 +110,7 @@ def test_hanging_checks_time_out_and_the_run_completes(sysroot):
     t0 = time.monotonic()
     report = run(sysroot.host(), registry=_registry(), config=RunConfig(timeout=1.0))
     took = time.monotonic() - t0
-    assert took < 3.5, f"the run took {took:.1f} s"
+    assert took < budget(3.5, cap=30), f"the run took {took:.1f} s"  # npu-smi sleeps 60 s
     by = {r.check_id: r for r in report.results}
     assert set(by) == {"fault.npu", "fault.npu_twice", "fault.sleeper", "fault.healthy"}
     assert by["fault.healthy"].status == Status.PASS

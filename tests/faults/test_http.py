@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import pytest
 
 from ascend_doctor.host import LiveHost
+from tests.timing import budget
 
 
 @contextmanager
@@ -112,7 +113,8 @@ def test_http_faults_are_named_within_the_timeout(behaviour, status, error):
         t0 = time.monotonic()
         r = LiveHost("/").http_get(url + "/metrics", timeout=1.0)
         took = time.monotonic() - t0
-    assert took < 1.8, f"{behaviour.__name__}: {took:.2f} s for a 1 s timeout"
+    # the slowest server stays silent 10 s, the trickles never end: overhead scaled up to 4 s
+    assert took < 1.0 + budget(0.8, cap=4.0), f"{behaviour.__name__}: {took:.2f} s for a 1 s timeout"
     assert r.status == status and not r.ok
     if error:
         assert r.error and r.error.startswith(error), r.error
@@ -134,7 +136,7 @@ def test_refused_and_backlog_only():
     try:
         t0 = time.monotonic()
         r = LiveHost("/").http_get(f"http://127.0.0.1:{s.getsockname()[1]}/health", timeout=1.0)
-        assert time.monotonic() - t0 < 1.8 and r.error.startswith("no answer within 1 s")
+        assert time.monotonic() - t0 < 1.0 + budget(0.8, cap=4.0) and r.error.startswith("no answer within 1 s")
     finally:
         s.close()
     r = LiveHost("/").http_get("http://127.0.0.1:99999/health", timeout=1.0)

@@ -100,6 +100,42 @@ class DnsOnLoopback:
         self.svc.close()
 
 
+def _packet_sockets() -> set[str]:
+    """Inodes of the packet sockets this process and its children hold (a capture opens one:
+    scapy in this process, tcpdump as a child)."""
+    with open("/proc/net/packet") as fh:
+        packet = {ln.split()[-1] for ln in fh.readlines()[1:] if ln.split()}
+    pids, mine = [os.getpid()], set()
+    while pids:
+        pid = pids.pop()
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                    pids += [int(c) for c in fh.read().split()]
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                mine.add(link[8:-1])
+    return mine & packet
+
+
+def _until_capturing(before: set[str], th: threading.Thread, limit: float = 30.0) -> None:
+    """Wait until the capture thread holds a new packet socket, then a little more for its
+    filter to attach (scapy opens, attaches the BPF program, then reads)."""
+    deadline = time.monotonic() + limit
+    while not (_packet_sockets() - before):
+        if not th.is_alive() or time.monotonic() > deadline:
+            return  # the capture failed or fell back to tcpdump: the test reports it below
+        time.sleep(0.02)
+    time.sleep(0.2)
+
+
 @pytest.mark.parametrize("per_req", [True, False], ids=["per-request", "cached"])
 def test_live_loopback_capture(per_req):
     host = LiveHost()
@@ -113,9 +149,10 @@ def test_live_loopback_capture(per_req):
             except Exception as exc:  # reported below
                 box["error"] = exc
 
+        before = _packet_sockets()
         th = threading.Thread(target=sniff)
         th.start()
-        time.sleep(1.5)  # let the capture start
+        _until_capturing(before, th)  # a fixed 1.5 s let the loop start before it under load
         env.client_loop(40, per_req)
         th.join(30)
     if "error" in box:

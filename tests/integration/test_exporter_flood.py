@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 
 from tests.conftest import doctor_exe
+from tests.timing import budget
 
 N = 1000
 
@@ -61,13 +62,14 @@ def test_half_open_flood_is_bounded_and_scrapes_stay_fast():
         t0 = time.monotonic()
         first = _get(base + "/metrics")
         took = time.monotonic() - t0
-        assert first in (200, 503) and took < 2.0, (first, took)  # answered at once
+        # answered at once (a blocked server would hold it to the 5 s client timeout)
+        assert first in (200, 503) and took < budget(2.0, cap=4.5), (first, took)
         peak = _threads(proc.pid)
         assert peak <= 32 + 8, peak  # capped handlers, not one thread per connection
         time.sleep(4.0)  # past the 3 s header deadline: the half-sent ones are cut off
         t0 = time.monotonic()
         assert _get(base + "/metrics") == 200
-        assert time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < budget(2.0, cap=4.5)
         for s in socks:  # the clients now go away mid-request (broken pipes server-side)
             s.close()
         socks.clear()

@@ -20,6 +20,7 @@ from ascend_doctor.host import LiveHost
 from ascend_doctor.options import RunOptions
 from ascend_doctor.probes.procs import gather_service_processes
 from ascend_doctor.probes.service import gather_http
+from tests.timing import budget
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_vllm_server.py"
 
@@ -162,28 +163,47 @@ def test_cli_end_to_end_reports_config_metrics_and_faults(cli, tmp_path):
 @pytest.mark.parametrize("mode,kb", [("down", "ASC-SVC-001"), ("dead", "ASC-SVC-002"),
                                      ("slow", "ASC-SVC-003"), ("garbage", "ASC-SVC-004")])
 def test_cli_named_finding_for_each_failure_within_timeout(cli, tmp_path, mode, kb):
-    if mode == "down":
-        doc, took = _check(cli, "--service", f"http://127.0.0.1:{free_port()}", "--only", "service")
+    """Each failure named within 15 s x the load (the slow server sleeps 30 s: capped below).
+    The run names its process (--pid): unnamed, it took another session's vLLM on this
+    machine and sampled and read that one (8 s more, and a failure under load)."""
+    def once() -> tuple[dict, float]:
+        if mode == "down":  # a process whose port answers nothing
+            idle = subprocess.Popen(["sleep", "120"])
+            try:
+                return _check(cli, "--service", f"http://127.0.0.1:{free_port()}",
+                              "--pid", str(idle.pid), "--only", "service")
+            finally:
+                idle.kill()
+                idle.wait()
+        with fake_vllm(tmp_path, mode) as (p, port, _l):
+            return _check(cli, "--service", f"http://127.0.0.1:{port}", "--pid", str(p.pid),
+                          "--only", "service")
+
+    took = []
+    for _ in range(3):  # a burst of load passes; a run that waits for the server never does
+        doc, t = once()
+        h = _findings(doc, "service.health")[0]
+        assert h["status"] == "fail" and kb in h["kb"], h
+        took.append(round(t, 1))
+        if t < budget(15, cap=28):
+            break
     else:
-        with fake_vllm(tmp_path, mode) as (_p, port, _l):
-            doc, took = _check(cli, "--service", f"http://127.0.0.1:{port}", "--only", "service")
-    h = _findings(doc, "service.health")[0]
-    assert h["status"] == "fail" and kb in h["kb"], h
-    assert took < 15, f"took {took:.1f} s"
+        raise AssertionError(f"took {took} s")
 
 
 @pytest.mark.parametrize("leak,status", [("1", "fail"), ("0", "pass")])
 def test_leak_watch_through_exporter_metrics(cli, tmp_path, leak, status):
     """Without npu-smi the trend comes from npu-exporter's own endpoint (--npu-exporter; the
     fake serves its HBM series in MB), the running count from vLLM's /metrics."""
-    with fake_vllm(tmp_path, env={"FAKE_LEAK": leak, "FAKE_RUNNING": "0"}) as (_p, port, _l):
-        doc, took = _check(cli, "--service", f"http://127.0.0.1:{port}", "--only", "leak",
+    with fake_vllm(tmp_path, env={"FAKE_LEAK": leak, "FAKE_RUNNING": "0"}) as (p, port, _l):
+        doc, took = _check(cli, "--service", f"http://127.0.0.1:{port}", "--pid", str(p.pid),
+                           "--only", "leak",
                            "--watch", "2", "--npu-exporter", f"http://127.0.0.1:{port}")
     f = _findings(doc, "leak.npu-memory")[0]
     assert f["status"] == status, f
     assert f["evidence"]["source"] == f"http://127.0.0.1:{port}/metrics (npu-exporter)"
     assert f["evidence"]["samples"] >= 3
-    assert took < 20
+    assert took < budget(20)
 
 
 def test_collected_bundle_replays_the_same_service_findings(cli, tmp_path):
@@ -195,9 +215,10 @@ def test_collected_bundle_replays_the_same_service_findings(cli, tmp_path):
         assert r.returncode == 0, r.stderr
     doc, took = _check(cli, "--bundle", str(out), "--only", "tlb.faults,service.metrics,"
                        "config.block-size")
-    assert took < 10
+    assert took < budget(10)
     tlb = _findings(doc, "tlb.faults")[0]
-    assert tlb["evidence"]["minor_per_s"] > 0 and abs(tlb["evidence"]["seconds"] - 1.0) < 0.5
+    # the recorded clock replays: the 1 s sample, longer when the collecting run was slowed
+    assert tlb["evidence"]["minor_per_s"] > 0 and 0.9 < tlb["evidence"]["seconds"] < 1 + budget(0.5)
     assert any("KV cache 97 %" in f["message"] for f in _findings(doc, "service.metrics"))
     assert _findings(doc, "config.block-size")[0]["evidence"]["effective"] == 16
 

@@ -346,9 +346,12 @@ def test_junit_with_control_bytes_parses_through_the_cli(cli, tmp_path):
     log = tmp_path / "hostile.log"
     _hostile_log(log)
     junit = tmp_path / "j.xml"
-    r = cli("check", "--log", str(log), "--junit", str(junit))
+    root = tmp_path / "root"  # an empty host: only the --log, not another session's vLLM
+    root.mkdir()
+    r = cli("check", "--root", str(root), "--log", str(log), "--junit", str(junit))
     assert junit.exists(), r.stderr
     ET.parse(junit)
+    assert "libascendcl.so" in junit.read_text()  # the log's line is in it, made safe
     _assert_no_shape("JUnit file", junit.read_text())
 
 
@@ -356,8 +359,10 @@ def test_text_report_redacts_service_url_credentials(cli, tmp_path):
     """The --service URL is a finding's subject: text output redacts it like JSON does."""
     url = "http://admin:PLANTEDsvc0042@127.0.0.1:9"
     env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    root = tmp_path / "root"  # an empty host: the run is about the URL, not this machine's vLLMs
+    root.mkdir()
     for fmt in ((), ("--json",)):  # --markdown crashes here today (issue 20 item 8)
-        r = cli("check", "--service", url, *fmt, env=env)
+        r = cli("check", "--root", str(root), "--service", url, *fmt, env=env)
         assert "127.0.0.1:9" in r.stdout, r.stderr
         assert "PLANTEDsvc0042" not in r.stdout + r.stderr, fmt
 

@@ -18,6 +18,7 @@ from ascend_doctor.tui.screens.detail import DetailScreen
 from ascend_doctor.tui.screens.export import ExportScreen
 from ascend_doctor.tui.screens.help import HelpScreen
 from tests.tui.conftest import SNAPSHOT_CHECKS, subset_registry, wait_for
+from tests.timing import budget
 
 SIZE = (120, 40)
 
@@ -46,8 +47,8 @@ async def test_first_paint_then_results_stream_in():
     async with app.run_test(size=SIZE) as pilot:
         assert isinstance(app.screen, DashboardScreen)
         first_paint = time.monotonic() - t0
-        # target < 1 s (0.3–0.6 s measured); bound looser: the CI box is shared
-        assert first_paint < 2.0, f"first paint took {first_paint:.2f} s"
+        # target < 1 s (0.3–0.6 s measured idle); the bound scales with the load measured now
+        assert first_paint < budget(2.0), f"first paint took {first_paint:.2f} s"
         await wait_for(pilot, lambda: app.run_complete)
         assert set(app.state.rows) == set(SNAPSHOT_CHECKS)
         assert app.state.summary()["fail"] == 2
@@ -319,13 +320,13 @@ async def test_a_hanging_check_does_not_block_input():
             await pilot.press("escape", "slash", "h", "a", "n", "g", "escape", "question_mark",
                               "escape")
             # handled while the check still hangs (the machine is shared: bound generously)
-            assert time.monotonic() - t0 < 15.0
+            assert time.monotonic() - t0 < budget(15.0, cap=28)  # the check hangs 30 s
             assert not app.run_complete and app.state.rows["test.hang"].state == "running"
             assert "running 2/3 checks" in plain(app)
             t_quit = time.monotonic()
             await pilot.press("q")
         assert not RELEASE.is_set()
-        assert time.monotonic() - t_quit < 5.0, "q quits at once even while a check hangs"
+        assert time.monotonic() - t_quit < budget(5.0, cap=28), "q quits at once even while a check hangs"
     finally:
         RELEASE.set()
 

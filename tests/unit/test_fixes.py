@@ -168,6 +168,38 @@ def test_service_env_dropin_for_a_systemd_unit(sysroot):
     assert snapshot(sysroot.root) == before  # the drop-in and its new directory are gone
 
 
+WRITTEN = "# (written by `ascend-doctor fix service.env`)\n"
+
+
+@pytest.mark.parametrize("unit", [True, False], ids=["drop-in", "env-file"])
+def test_service_env_one_variable_and_unset_keep_the_rest_of_the_file(sysroot, unit):
+    """Setting one variable replaces its line (or adds it) and keeps the others; unsetting
+    drops its assignment and adds one unset line; a new file gets its header. The same for a
+    unit's drop-in (Environment=/UnsetEnvironment=) and the plain env file (x=/unset x)."""
+    if unit:
+        sysroot.write("/etc/systemd/system/vllm.service", UNIT)
+        path = "/etc/systemd/system/vllm.service.d/ascend-env.conf"
+        head = "# environment of the vLLM service\n" + WRITTEN + "[Service]\n"
+        a, b, b2 = ('Environment="A=1"\n', 'Environment="B=x y"\n', 'Environment="B=2 3"\n')
+        unset_a = "UnsetEnvironment=A\n"
+    else:
+        sysroot.mkdir("/etc")
+        path = "/etc/ascend-doctor/ascend-env.sh"
+        head = "# environment of the vLLM service as plain assignments\n" + WRITTEN
+        a, b, b2 = "A=1\n", "B='x y'\n", "B='2 3'\n"
+        unset_a = "unset A\n"
+    plan, _ = plan_for("service.env", sysroot.root, {"var": "B", "value": "x y"})
+    assert plan.edits[0].path == path and plan.edits[0].after.decode() == head + b
+    sysroot.write(path, head + a + b)
+    plan, _ = plan_for("service.env", sysroot.root, {"var": "B", "value": "2 3"})
+    assert plan.edits[0].after.decode() == head + a + b2  # replaced in place, A kept
+    plan, _ = plan_for("service.env", sysroot.root, {"unset": "A"})
+    assert plan.edits[0].after.decode() == head + b + unset_a
+    sysroot.write(path, head + b + unset_a)
+    plan, _ = plan_for("service.env", sysroot.root, {"unset": "A"})
+    assert plan.edits[0].after.decode() == head + b + unset_a  # not twice
+
+
 def test_service_env_without_unit_writes_env_file_and_launch_line(sysroot):
     sysroot.mkdir("/etc")
     cann_tree(sysroot)

@@ -150,3 +150,29 @@ def test_timeline_scan_across_chunk_boundaries():
 def test_api_statistic_header_is_the_real_one():
     assert API_HEADER == ["Device_id", "Level", "API Name", "Time(us)", "Count", "Avg(us)",
                           "Min(us)", "Max(us)", "Variance"]
+
+
+def test_a_directory_link_out_of_the_profile_tree_is_not_followed(tmp_path):
+    """--profile DIR reads DIR's tree: a PROF_* link to another run's export elsewhere (or to
+    any directory holding CSVs) is named, never read as part of this profile."""
+    elsewhere = tmp_path / "elsewhere"
+    other = write_msprof(elsewhere, memcpy_us=2000.0, api_memcpy_us=40000.0)
+    prof = tmp_path / "prof"
+    write_msprof(prof)
+    (prof / "PROF_000002_link").symlink_to(other)
+    p = profile(prof)
+    assert all(f.startswith(str(prof) + "/PROF_000001") for f in p.files), p.files
+    assert any("PROF_000002_link" in x and "not followed" in x for x in p.problems), p.problems
+    assert statuses(rules.copy_bound(p)) == [Status.PASS]  # the other run's copies not counted
+    # only the link: an error that names it, not "no CSV"
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "PROF_000003").symlink_to(other)
+    with pytest.raises(SourceError, match="PROF_000003/.* -> .*elsewhere/.*not followed"):
+        profile(only)
+    # a link inside the tree, and a --profile that is itself a link, are followed
+    (prof / "PROF_000004_alias").symlink_to(prof / "PROF_000001_20260323031749197_00815596RKPKAHRB")
+    (tmp_path / "prof-link").symlink_to(prof)
+    p = profile(tmp_path / "prof-link")
+    assert any("PROF_000004_alias" in f for f in p.files) and not any(
+        "PROF_000002" in f for f in p.files)

@@ -8,6 +8,7 @@ import pytest
 
 from ascend_doctor.redact import (MAX_TEXT, REDACTED, Redactor, neutralise, redact_argv, redact_bytes,
                            redact_text, xml_safe)
+from tests.timing import budget
 
 ADVERSARIAL = ["a." * 50000, "=" * 100000, "QUFB" * 25000, "https://x.example/" + "a/" * 49990,
                "sk-" * 33334, "--" * 50000, "key" * 33334, "a=b&" * 25000, "a: " * 33334,
@@ -22,7 +23,7 @@ def test_hostile_100k_redacts_in_under_100ms(text: str) -> None:
         t0 = time.perf_counter()
         redact_text(text)
         best = min(best, time.perf_counter() - t0)
-    assert best < 0.1, f"{best:.3f}s"
+    assert best < budget(0.1), f"{best:.3f}s"  # catastrophic backtracking: seconds
 
 
 def test_over_cap_is_truncated_with_marker_and_redacted() -> None:

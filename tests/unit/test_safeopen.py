@@ -151,3 +151,67 @@ def test_a_sysroot_keeps_absolute_links_inside(tmp_path):
     os.symlink("../../../../../../etc/hostname", root / "var/log/up.log")
     with pytest.raises(Refused):
         open_guarded("/var/log/up.log", Guard(), str(root))
+
+
+@pytest.fixture
+def syslog_dir():
+    """Ubuntu's /var/log: root:syslog 0775 (syslog's group may create and rename entries)."""
+    base = tempfile.mkdtemp(prefix="ad-varlog-", dir="/tmp")
+    os.chmod(base, 0o755)
+    d = os.path.join(base, "log")
+    os.mkdir(d)
+    os.chown(d, 0, SYSLOG)
+    os.chmod(d, 0o775)
+    secret = os.path.join(base, "shadow")
+    with open(secret, "w") as fh:
+        fh.write("root:$6$SECRET-HASH:20228:0:99999:7:::\n")
+    os.chown(secret, 0, ADM)
+    os.chmod(secret, 0o640)  # like /etc/shadow (root:shadow 0640): group-readable, elsewhere
+    yield d, secret
+    import shutil
+    shutil.rmtree(base)
+
+
+SYSLOG, ADM = 110, 4  # Ubuntu's syslog and adm gids; no account of them needs to exist
+
+
+def test_a_root_adm_log_in_ubuntus_var_log_is_read(syslog_dir):
+    """cloud-init.log, dpkg.log… are root:adm 0640 in root:syslog 0775 /var/log: a root-run
+    doctor given --log /var/log/cloud-init.log reads it (was refused: group syslog can
+    change /var/log)."""
+    d, _ = syslog_dir
+    p = _file(os.path.join(d, "cloud-init.log"), "Cloud-init v. 24.1 finished\n", uid=0)
+    os.chown(p, 0, ADM)
+    with open_guarded(p, Guard()) as fh:
+        assert fh.read() == b"Cloud-init v. 24.1 finished\n"
+
+
+def test_what_the_syslog_group_could_plant_there_is_still_refused(syslog_dir):
+    d, secret = syslog_dir
+    # a hard link to a root file elsewhere (two links on the opened inode)
+    hard = os.path.join(d, "kern.log")
+    os.link(secret, hard)
+    with pytest.raises(Refused, match=f"group {SYSLOG} can change"):
+        open_guarded(hard, Guard())
+    # a root-only file of a directory the group can write (renamed into the log's name)
+    p = _file(os.path.join(d, "auth.log"), "root only\n", uid=0, mode=0o600)
+    with pytest.raises(Refused, match=f"group {SYSLOG} can change"):
+        open_guarded(p, Guard())
+    # a symlink a group member (nobody) planted: judged by its owner, who cannot read it
+    link = os.path.join(d, "dpkg.log")
+    os.symlink(secret, link)
+    os.lchown(link, NOBODY, NOBODY)
+    with pytest.raises(Refused, match=f"uid {NOBODY} can change"):
+        open_guarded(link, Guard())
+
+
+def test_a_root_log_in_a_dir_the_service_s_group_writes_stays_refused(syslog_dir):
+    """When the service inspected is in the writing group, it could swap the file: refused."""
+    d, _ = syslog_dir
+    p = _file(os.path.join(d, "server.log"), "INFO ok\n", uid=0)
+    os.chown(p, 0, ADM)
+    svc = (NOBODY, (NOBODY, SYSLOG, ADM))  # may read it (adm), may also rename in the dir
+    with pytest.raises(Refused, match=f"group {SYSLOG} can change"):
+        open_guarded(p, Guard(reader=svc))
+    with open_guarded(p, Guard(reader=(NOBODY, (NOBODY, ADM)))) as fh:  # not in syslog
+        assert fh.read() == b"INFO ok\n"
