@@ -434,11 +434,22 @@ def _minimal(literals: list[str]) -> list[bytes]:
     return out
 
 
+class _LineEngine:
+    """No block search: every line decoded and given the exact test (the plain path the
+    engines are measured against, and give the same lines as)."""
+
+    name = "line"
+
+
 def scan_engine(literals: list[str], prefer: str | None = None,
-                patterns: "tuple[re.Pattern[bytes], ...]" = ()) -> "_PyEngine | _HsEngine":
+                patterns: "tuple[re.Pattern[bytes], ...]" = ()
+                ) -> "_PyEngine | _HsEngine | _LineEngine":
     """Hyperscan when installed (``pip install ascend-doctor[fast]``), else pure Python."""
-    # ASCEND_DOCTOR_SCAN_ENGINE=python|hyperscan picks one (to rule the accelerator out, or in)
+    # ASCEND_DOCTOR_SCAN_ENGINE=python|hyperscan|line picks one (to rule the accelerator out,
+    # or in; ``line`` is the plain line-by-line path)
     prefer = prefer or os.environ.get("ASCEND_DOCTOR_SCAN_ENGINE") or None
+    if prefer == "line":
+        return _LineEngine()
     lits = _minimal(literals)
     if prefer != "python" and lits:
         try:
@@ -546,7 +557,8 @@ def bounded_blocks(fh: BinaryIO, size: int | None, scan: LogScan,
 
 
 def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogScan,
-               engine: "_PyEngine | _HsEngine | None" = None, every: bool = False,
+               engine: "_PyEngine | _HsEngine | _LineEngine | None" = None,
+               every: bool = False,
                patterns: "tuple[re.Pattern[bytes], ...]" = ()) -> Iterator[tuple[int, str]]:
     """(line number, line) of every line ``pre.candidate`` accepts (with ``every``: every
     line), decoded; ``result`` gets the line count, the last stats line and the cuts.
@@ -562,7 +574,8 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
         read += len(block)
         if auto and read > HS_AFTER:
             engine, auto = scan_engine(pre.literals, patterns=patterns), False
-        if every or pre.always or (auto and len(block) < SMALL_BLOCK):
+        if every or pre.always or isinstance(engine, _LineEngine) or \
+                (auto and len(block) < SMALL_BLOCK):
             for raw in _split_nl(block):  # the line-by-line path
                 n += 1
                 line = raw.decode("utf-8", "replace")
