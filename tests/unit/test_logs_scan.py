@@ -357,3 +357,17 @@ def test_triage_of_a_realistic_log_is_the_same_with_every_engine(tmp_path, cli):
     assert want["lines"] == 30_000 and want["decisive"] and want["answers"]
     for eng in engines[1:]:
         assert out[eng] == want, eng
+    # and the lines each engine hands to the matcher and the event reading, one by one
+    from ascend_doctor.probes.logmatch import prefilter
+
+    pre = prefilter(KB, events=True)
+    pats = (logs_probe.EVENT_PATTERN,)
+    lines = {}
+    for eng in engines:
+        with open(log, "rb") as fh:
+            engine = scan_engine(pre.literals, eng, pats)
+            lines[eng] = list(logs_probe.scan_lines(fh, None, pre, LogScan(), engine,
+                                                    patterns=pats))
+    assert len(lines["line"]) > 300
+    for eng in engines[1:]:
+        assert lines[eng] == lines["line"], eng
