@@ -79,15 +79,17 @@ def row(name: str, ours: tuple[float, float], peer: str | None,
 
 def measure_pair(ours: list[str], peer: list[str], repeat: int, env: dict | None = None,
                  peer_env: dict | None = None, ok_codes: tuple[int, ...] = (0,),
-                 stdout_dir: str | None = None) -> tuple[tuple[float, float], tuple[float, float],
-                                                          float]:
-    """Ours and the peer alternately (one warm-up each), so load from others on a shared
-    machine falls on both: (ours median s, RSS), (peer median s, RSS), median of the
-    per-pair time ratios peer/ours. Each writes its output to a file under ``stdout_dir``."""
+                 stdout_dir: str | None = None, warm: bool = True
+                 ) -> tuple[tuple[float, float], tuple[float, float], float]:
+    """Ours and the peer alternately (one warm-up each unless ``warm`` is False: runs of
+    minutes on an input just written), so load from others on a shared machine falls on
+    both: (ours median s, RSS), (peer median s, RSS), median of the per-pair time ratios
+    peer/ours. Each writes its output to a file under ``stdout_dir``."""
     out_a = os.path.join(stdout_dir, "ours.out") if stdout_dir else None
     out_b = os.path.join(stdout_dir, "peer.out") if stdout_dir else None
-    measure_once(ours, env, stdout=out_a)
-    measure_once(peer, peer_env if peer_env is not None else env, stdout=out_b)
+    if warm:
+        measure_once(ours, env, stdout=out_a)
+        measure_once(peer, peer_env if peer_env is not None else env, stdout=out_b)
     a, b, ra, rb, ratios = [], [], [], [], []
     for _ in range(repeat):
         dt_a, mb_a, rc = measure_once(ours, env, stdout=out_a)
