@@ -317,6 +317,7 @@ def growth(sizes: "tuple[int, ...]", d: str, env: dict) -> list[dict]:
     ere = grep_pattern()
     grep_env = {**os.environ, "LC_ALL": "C.UTF-8"}
     rows = []
+    cpu: dict = {}
     for lines in sizes:
         log = Path(d) / f"growth-{lines}.log"
         realistic_log(log, lines)
@@ -325,12 +326,13 @@ def growth(sizes: "tuple[int, ...]", d: str, env: dict) -> list[dict]:
         ours, peer, ratio = measure_pair(
             [sys.executable, "-c", _LIFTED, "triage", str(log), "--json"],
             ["grep", "-E", "-n", "-i", ere, str(log)], 1, env=tenv, peer_env=grep_env,
-            stdout_dir=d, ok_codes=(0, 1), warm=False)
+            stdout_dir=d, ok_codes=(0, 1), warm=False, cpu=cpu)
         with open(os.path.join(d, "ours.out")) as fh:
             read = json.load(fh)["lines"]
         rows.append(_row(f"growth: triage FILE, {lines:,} lines ({size:,.0f} MiB), python engine, "
                          "read budget lifted", ours, peer, ratio,
-                         f"{read:,} lines read, {read / ours[0]:,.0f} lines/s; one run each"))
+                         f"{read:,} lines read, {read / ours[0]:,.0f} lines/s; one run each",
+                         cpu))
         log.unlink()
     return rows
 
@@ -343,6 +345,7 @@ def run(quick: bool = False) -> list[dict]:
     env = pyc_envs()["warm"]  # measure_pair's warm-up run fills the .pyc cache
     grep_env = {**os.environ, "LC_ALL": "C.UTF-8"}
     rows = []
+    cpu: dict = {}
     with tempfile.TemporaryDirectory() as d:
         for lines in sizes:
             log = Path(d) / f"server-{lines}.log"
@@ -355,25 +358,28 @@ def run(quick: bool = False) -> list[dict]:
                 tenv = {**env, "ASCEND_DOCTOR_SCAN_ENGINE": eng}
                 ours, peer, ratio = measure_pair(
                     [sys.executable, "-m", "ascend_doctor", "triage", str(log), "--json"], grep,
-                    n, env=tenv, peer_env=grep_env, stdout_dir=d, ok_codes=(0, 1))
+                    n, env=tenv, peer_env=grep_env, stdout_dir=d, ok_codes=(0, 1), cpu=cpu)
                 rows.append(_row(f"triage FILE, {lines:,} lines ({size:.0f} MiB), {eng} engine",
-                                 ours, peer, ratio, f"{agree}; {lines / ours[0]:,.0f} lines/s"))
+                                 ours, peer, ratio, f"{agree}; {lines / ours[0]:,.0f} lines/s",
+                                 cpu))
                 if quick and lines >= 1_000_000:
                     continue
                 ours, peer, ratio = measure_pair(
                     [sys.executable, "-c", _CHECK.format(repo=str(REPO)), str(log), eng], grep,
-                    n, env=env, peer_env=grep_env, stdout_dir=d)
+                    n, env=env, peer_env=grep_env, stdout_dir=d, cpu=cpu)
                 tail = " (reads the last 256 MiB: TAIL_BYTES)" if size > 256 else ""
                 rows.append(_row(f"logs check, {lines:,} lines, {eng} engine{tail}", ours, peer,
-                                 ratio, agree))
+                                 ratio, agree, cpu))
             if lines == plain_at:  # the plain path: every line decoded and tested
                 tenv = {**env, "ASCEND_DOCTOR_SCAN_ENGINE": "line"}
                 ours, peer, ratio = measure_pair(
                     [sys.executable, "-c", _LIFTED, "triage", str(log), "--json"], grep, 1,
-                    env=tenv, peer_env=grep_env, stdout_dir=d, ok_codes=(0, 1), warm=False)
+                    env=tenv, peer_env=grep_env, stdout_dir=d, ok_codes=(0, 1), warm=False,
+                    cpu=cpu)
                 rows.append(_row(f"triage FILE, {lines:,} lines ({size:.0f} MiB), plain "
                                  "line-by-line path (no engine), read budget lifted", ours, peer,
-                                 ratio, "what the engines are speed code over; one run each"))
+                                 ratio, "what the engines are speed code over; one run each",
+                                 cpu))
             log.unlink()
         if os.environ.get("BENCH_LOGS_10M"):  # minutes: opt-in (or bench_logs.py --growth)
             rows += growth((10_000_000,), d, env)
@@ -381,7 +387,10 @@ def run(quick: bool = False) -> list[dict]:
     return rows
 
 
-def _row(name: str, ours, peer, ratio: float, note: str) -> dict:
+def _row(name: str, ours, peer, ratio: float, note: str, cpu: "dict | None" = None) -> dict:
+    if cpu:  # CPU seconds: what load from other processes distorts least
+        note = (f"CPU {cpu['ours']:.2f} s vs grep {cpu['peer']:.2f} s "
+                f"({cpu['ours'] / max(cpu['peer'], 1e-3):.1f}x); {note}")
     return {"name": name, "ours_s": round(ours[0], 3), "peer": "grep -E -n -i (same signatures)",
             "peer_s": round(peer[0], 3), "ratio": round(ratio, 3),
             "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": round(peer[1], 1), "note": note}
