@@ -1,5 +1,6 @@
-"""HCCN / RoCE rules: each NPU's port is UP, its network detection succeeds, hccn.conf is
-consistent, the optical module is present, PFC is on.
+"""HCCN / RoCE rules: each NPU's port is UP at the speed of the others, its network detection
+succeeds, hccn.conf is consistent, the optical module is present, PFC is on for the traffic
+class HCCL's DSCP maps to.
 
 A down port or a failed detection is the node's RoCE fault: those findings share one cause
 key (``ROCE_CAUSE``), and an HCCL connect timeout in the logs (``EI0006`` and its family)
@@ -11,19 +12,21 @@ it. The multi-node guides of vllm-ascend require every port `UP` and every detec
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterator
+from typing import Any, Iterator
 
 from ascend_doctor.i18n import T, join
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.hccn import (HCCN_CONF, NET_HEALTH_OK, HccnState, ToolAnswer,
                                        subnet)
+from ascend_doctor.probes.procs import ServiceEnv
 from ascend_doctor.registry import check
 
 ROCE_CAUSE = "hccn.roce"  # "this node's RoCE network is faulty": the symptoms join it
 # HCCL codes that a RoCE fault on this node explains: connect/socket timeouts and the
 # rendezvous failures that follow them
 NET_TIMEOUT_CODES = frozenset({"EI0006", "EI0002", "EJ0002", "EJ0003"})
-HCCN_TIMEOUT_S = 150.0  # six queries per device, 10 s each, stopping at the first hang
+HCCN_TIMEOUT_S = 150.0  # eight queries per device, 10 s at most, stopping at the first hang
+DEFAULT_RDMA_TC = 132  # HCCL_RDMA_TC's default (CANN environment variable reference)
 
 
 def explained_by_roce(aliases) -> list[str]:
@@ -35,37 +38,44 @@ def _dev(d: int) -> str:
     return T("NPU device {dev}", dev=d)
 
 
-def _tool_or_skip(st: HccnState) -> Iterator[Finding]:
+def _answers(st: HccnState, name: str) -> tuple[list[Finding], dict[int, Any] | None]:
+    """Every hccn check's prologue: (findings, {device: parsed answer}).
+
+    Without hccn_tool or without a device to ask, one skip and ``None``; otherwise a hang is
+    an error, a query that failed or answered unrecognisably a warn naming its command, and
+    the answers that parsed come back by device."""
     if st.tool is None:
-        yield Finding.skip(T("hccn_tool is not installed (only {conf} is present): port "
-                             "state cannot be read", conf=HCCN_CONF))
-    elif not st.devices:
-        yield Finding.skip(T("no NPU device to ask hccn_tool about (npu-smi gave no chips and "
-                             "{conf} names none)", conf=HCCN_CONF))
-
-
-def _failures(st: HccnState, name: str) -> Iterator[Finding]:
-    """A hang is an error; a query that failed or answered unrecognisably is a warn."""
+        return [Finding.skip(T("hccn_tool is not installed (only {conf} is present): port "
+                               "state cannot be read", conf=HCCN_CONF))], None
+    if not st.devices:
+        return [Finding.skip(T("no NPU device to ask hccn_tool about (npu-smi gave no chips "
+                               "and {conf} names none)", conf=HCCN_CONF))], None
+    found: list[Finding] = []
+    values: dict[int, Any] = {}
     for d in st.devices:
-        a: ToolAnswer = getattr(d, name)
+        a: ToolAnswer | None = getattr(d, name)
+        if a is None:
+            continue
         if a.timed_out:
-            yield Finding.error(T("`{cmd}` did not answer within the time limit and was "
-                                  "killed; later queries were not run", cmd=" ".join(a.argv)),
-                                subject=_dev(d.dev), kb="ASC-HW-004")
+            found.append(Finding.error(T("`{cmd}` did not answer within the time limit and was "
+                                         "killed; later queries were not run",
+                                         cmd=" ".join(a.argv)),
+                                       subject=_dev(d.dev), kb="ASC-HW-004"))
         elif not a.ok and not (a.failure or "").startswith("not run"):
-            yield Finding.warn(T("`{cmd}` gave no answer: {reason}", cmd=" ".join(a.argv),
-                                 reason=a.failure), subject=_dev(d.dev))
+            found.append(Finding.warn(T("`{cmd}` gave no answer: {reason}", cmd=" ".join(a.argv),
+                                        reason=a.failure), subject=_dev(d.dev)))
+        elif a.ok:
+            values[d.dev] = a.value
+    return found, values
 
 
-@check("hccn.link", title="Every NPU's RoCE port is UP", category=Category.NETWORK,
-       tags=("net", "hccn", "npu"), timeout=HCCN_TIMEOUT_S)
+@check("hccn.link", title="Every NPU's RoCE port is UP, at the same speed",
+       category=Category.NETWORK, tags=("net", "hccn", "npu"), timeout=HCCN_TIMEOUT_S)
 def link(st: HccnState) -> Iterator[Finding]:
-    skipped = list(_tool_or_skip(st))
-    if skipped:
-        yield from skipped
+    pre, states = _answers(st, "link")
+    yield from pre
+    if states is None:
         return
-    yield from _failures(st, "link")
-    states = {d.dev: d.link.value for d in st.devices if d.link.ok}
     down = [dev for dev, v in states.items() if v != "UP"]
     for dev in down:
         yield Finding.fail(T("{subject}: RoCE port link is {state} (`hccn_tool -i {dev} -link "
@@ -74,20 +84,33 @@ def link(st: HccnState) -> Iterator[Finding]:
                              n=len(states)),
                            subject=_dev(dev), evidence={"links": states}, kb="ASC-HW-004",
                            cause=ROCE_CAUSE)
-    if states and not down:
-        yield Finding.passed(T("all {n} RoCE port(s) are UP", n=len(states)),
-                             evidence={"links": states})
+    spre, speeds = _answers(st, "speed")
+    yield from spre
+    up_speeds = {d: v for d, v in (speeds or {}).items() if d not in down and v}
+    slow = []
+    if len(set(up_speeds.values())) > 1:
+        top = max(up_speeds.values())
+        slow = sorted(d for d, v in up_speeds.items() if v < top)
+        yield Finding.warn(T("RoCE port speed differs: device(s) {devs} negotiated {slow} while "
+                             "the fastest port runs {top} Mb/s (cable, optical module or switch "
+                             "port of the slow one)",
+                             devs=", ".join(map(str, slow)),
+                             slow=", ".join(f"{up_speeds[d]} Mb/s" for d in slow), top=top),
+                           subject=", ".join(str(_dev(d)) for d in slow),
+                           evidence={"speeds_mbps": up_speeds}, kb="ASC-HW-004")
+    if states and not down and not slow:
+        at = T(" at {speed} Mb/s", speed=next(iter(up_speeds.values()))) if up_speeds else ""
+        yield Finding.passed(T("all {n} RoCE port(s) are UP{at}", n=len(states), at=at),
+                             evidence={"links": states, "speeds_mbps": up_speeds})
 
 
 @check("hccn.net_health", title="Every NPU's network detection succeeds",
        category=Category.NETWORK, tags=("net", "hccn", "npu"), timeout=HCCN_TIMEOUT_S)
 def net_health(st: HccnState) -> Iterator[Finding]:
-    skipped = list(_tool_or_skip(st))
-    if skipped:
-        yield from skipped
+    pre, res = _answers(st, "net_health")
+    yield from pre
+    if res is None:
         return
-    yield from _failures(st, "net_health")
-    res = {d.dev: d.net_health.value for d in st.devices if d.net_health.ok}
     conf = st.conf
     bad = {dev: v for dev, v in res.items() if v != NET_HEALTH_OK}
     for dev, v in bad.items():
@@ -155,10 +178,13 @@ def conf_consistent(st: HccnState) -> Iterator[Finding]:
                              ip=addrs[d], mask=conf.value(d, "netmask") or "(none)"),
                            subject=HCCN_CONF, kb="ASC-HW-005")
     counts = Counter(str(n) for n in nets.values() if n is not None)
-    if len(counts) > 1:
+    # one subnet per rail (device 0 and 4 in one, 1 and 5 in the next, …) is a layout of its
+    # own: every subnet then holds as many devices as the others
+    rails = len(counts) > 1 and len(set(counts.values())) == 1 and min(counts.values()) > 1
+    if len(counts) > 1 and not rails:
         problems += 1
-        main, _ = counts.most_common(1)[0]
-        odd = {d: str(n) for d, n in nets.items() if n is not None and str(n) != main}
+        main, top = counts.most_common(1)[0]
+        odd = {d: str(n) for d, n in nets.items() if n is not None and counts[str(n)] < top}
         yield Finding.warn(T("{conf}: devices are not in one subnet: most are in {main}, "
                              "{odd}", conf=HCCN_CONF, main=main,
                              odd=join(", ", [T("device {dev} in {net}", dev=d, net=n)
@@ -198,21 +224,18 @@ def conf_consistent(st: HccnState) -> Iterator[Finding]:
 @check("hccn.optical", title="Every NPU's optical module is present",
        category=Category.NETWORK, tags=("net", "hccn", "npu"), timeout=HCCN_TIMEOUT_S)
 def optical(st: HccnState) -> Iterator[Finding]:
-    skipped = list(_tool_or_skip(st))
-    if skipped:
-        yield from skipped
+    pre, mods = _answers(st, "optical")
+    yield from pre
+    if mods is None:
         return
-    yield from _failures(st, "optical")
     ok = 0
-    for d in st.devices:
-        if not d.optical.ok:
-            continue
-        present = str(d.optical.value.get("present", "")).lower()
+    for dev, mod in mods.items():
+        present = str(mod.get("present", "")).lower()
         if present != "present":
             yield Finding.fail(T("{subject}: optical module is {state} (`hccn_tool -i {dev} "
-                                 "-optical -g`)", subject=_dev(d.dev), state=present or "?",
-                                 dev=d.dev),
-                               subject=_dev(d.dev), evidence=dict(d.optical.value),
+                                 "-optical -g`)", subject=_dev(dev), state=present or "?",
+                                 dev=dev),
+                               subject=_dev(dev), evidence=dict(mod),
                                kb="ASC-HW-004", cause=ROCE_CAUSE)
         else:
             ok += 1
@@ -220,21 +243,33 @@ def optical(st: HccnState) -> Iterator[Finding]:
         yield Finding.passed(T("optical modules present on all {n} device(s)", n=ok))
 
 
-@check("hccn.pfc", title="PFC is enabled, on the same priorities, on every RoCE port",
+def rdma_dscp(env: ServiceEnv | None) -> tuple[int, str]:
+    """The DSCP HCCL marks its RoCE traffic with: ``HCCL_RDMA_TC`` (the IPv4 TOS byte, a
+    multiple of 4, default 132) over 4."""
+    raw = (env.env.get("HCCL_RDMA_TC") if env is not None else None) or ""
+    if raw.strip().isascii() and raw.strip().isdigit() and int(raw) < 256:
+        return int(raw) // 4, f"HCCL_RDMA_TC={int(raw)}"
+    return DEFAULT_RDMA_TC // 4, f"HCCL_RDMA_TC={DEFAULT_RDMA_TC} (default)"
+
+
+@check("hccn.pfc", title="PFC is on, on the same priorities on every RoCE port, for the "
+       "traffic class HCCL's DSCP maps to",
        category=Category.NETWORK, tags=("net", "hccn", "npu"), timeout=HCCN_TIMEOUT_S)
-def pfc(st: HccnState) -> Iterator[Finding]:
-    skipped = list(_tool_or_skip(st))
-    if skipped:
-        yield from skipped
+def pfc(st: HccnState, env: ServiceEnv | None = None) -> Iterator[Finding]:
+    pre, pr = _answers(st, "pfc")
+    yield from pre
+    if pr is None:
         return
-    yield from _failures(st, "pfc")
-    pr = {d.dev: d.pfc.value for d in st.devices if d.pfc.ok}
+    dpre, maps = _answers(st, "dscp")
+    yield from dpre
     if not pr:
         return
     off = [d for d, p in pr.items() if not p]
     shapes = Counter(pr.values())
-    ev = {"pfc_priorities": {d: list(p) for d, p in pr.items()}}
+    ev: dict = {"pfc_priorities": {d: list(p) for d, p in pr.items()}}
+    problems = 0
     if off:
+        problems += 1
         yield Finding.warn(T("PFC is off on device(s) {devs}: RoCEv2 without PFC drops packets "
                              "under congestion and HCCL retransmits or times out",
                              devs=", ".join(map(str, off))), evidence=ev, kb="ASC-HW-004")
@@ -242,10 +277,26 @@ def pfc(st: HccnState) -> Iterator[Finding]:
         main = shapes.most_common(1)[0][0]
         odd = [d for d, p in pr.items() if p != main and p]
         if odd:
+            problems += 1
             yield Finding.warn(T("PFC priorities differ: most ports use {main}, device(s) "
                                  "{devs} do not", main=list(main),
                                  devs=", ".join(map(str, odd))), evidence=ev, kb="ASC-HW-004")
-    if not off and len(shapes) == 1:
-        yield Finding.passed(T("PFC on priority {p} on all {n} port(s)",
-                               p=", ".join(map(str, next(iter(shapes)))), n=len(pr)),
+    dscp, why = rdma_dscp(env)
+    lossy = {d: m[dscp] for d, m in (maps or {}).items()
+             if dscp in m and d in pr and pr[d] and m[dscp] not in pr[d]}
+    if maps:
+        ev["dscp_tc"] = {d: m.get(dscp) for d, m in maps.items()}
+    if lossy:
+        problems += 1
+        yield Finding.warn(T("HCCL marks RoCE traffic with DSCP {dscp} ({why}), which device(s) "
+                             "{devs} map to a traffic class without PFC ({tcs}): that traffic "
+                             "is lossy and times out under congestion",
+                             dscp=dscp, why=why, devs=", ".join(map(str, sorted(lossy))),
+                             tcs=", ".join(f"TC {t}" for t in sorted(set(lossy.values())))),
+                           evidence=ev, kb="ASC-HW-004")
+    if not problems:
+        tail = (T("; DSCP {dscp} ({why}) maps to a PFC class on {n} port(s)", dscp=dscp, why=why,
+                  n=len(maps)) if maps else "")
+        yield Finding.passed(T("PFC on priority {p} on all {n} port(s){tail}",
+                               p=", ".join(map(str, next(iter(shapes)))), n=len(pr), tail=tail),
                              evidence=ev)

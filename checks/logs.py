@@ -136,12 +136,25 @@ def _decisive_findings(fm: LogFileMatches, reported: set[str]) -> Iterator[Findi
               "{command}", path=lf.path, line=d.n, text=line, command=v.next_command()),
             subject=lf.path, evidence={**ev, "answer": None}, cause=f"logs.line:{lf.path}:{d.n}")
         return
+    if not v.confident:  # a weak candidate is named, never given as the answer (no kb, fix)
+        yield Finding.info(
+            T("{path}: decisive line {line}, no confident match ({why}): {text}; best "
+              "candidate {id} (source: {origin}; confidence {conf}); next: {command}",
+              path=lf.path, line=d.n, why=T(v.why_not_confident()), text=line, id=first.key,
+              origin=first.origin(), conf=f"{first.confidence:.2f}",
+              command=v.next_command()),
+            subject=lf.path,
+            evidence={**ev, "answer": {"source": first.source, "how": first.how,
+                                       "id": first.key, "confident": False,
+                                       "confidence": round(first.confidence, 2)}},
+            cause=f"logs.line:{lf.path}:{d.n}")
+        return
     yield Finding.warn(
         T("{path}: decisive line {line}: {title} (source: {origin}; confidence {conf})",
           path=lf.path, line=d.n, title=redact_text(first.title()), origin=first.origin(),
           conf=f"{first.confidence:.2f}"),
         subject=lf.path, kb=first.entry.id if first.entry is not None else None,
         evidence={**ev, "answer": {"source": first.source, "how": first.how, "id": first.key,
-                                   "confidence": round(first.confidence, 2),
+                                   "confident": True, "confidence": round(first.confidence, 2),
                                    "steps": first.steps()}},
         cause=f"logs.line:{lf.path}:{d.n}")

@@ -7,13 +7,14 @@ Thresholds come from the seeds: temperature below 75 °C is normal (000_93c34712
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Callable, Iterator
 
 from ascend_doctor.i18n import N_, T, Texts, join
 from ascend_doctor.model import Category, Finding
 from ascend_doctor.probes.devices import ContainerInfo
 from ascend_doctor.probes.kbfact import Knowledge
-from ascend_doctor.probes.npusmi import NpuSmi, NpuSmiInfo, kv_get
+from ascend_doctor.probes.npusmi import NpuBoard, NpuSmi, NpuSmiInfo
 from ascend_doctor.probes.npusmi_detail import EccCounters, NpuDetail
 from ascend_doctor.probes.procs import ServiceProcesses
 from ascend_doctor.probes.livepids import ProcessTable
@@ -22,8 +23,10 @@ from ascend_doctor.registry import check
 TEMP_WARN_C = 75
 TEMP_FAIL_C = 85
 HBM_WARN_PCT = 90.0
-# npu-smi info (15 s) plus at most one hung sub-command (15 s), then margin
-SMI_CHECK_TIMEOUT_S = 45.0
+# npu-smi info (15 s) plus at most one hung sub-command (15 s), plus the sub-commands that
+# answer: an A3 node asks 16 dies' health and 8 boards, then (npu.ecc) 16-32 ECC samples, at
+# roughly 0.3-1 s per npu-smi call on real hosts
+SMI_CHECK_TIMEOUT_S = 90.0
 HEALTH_RANK = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 2}
 
 
@@ -64,18 +67,59 @@ def smi_runs(smi: NpuSmi, know: Knowledge,
                             evidence={"output": smi.output[-2000:]})
         return
     info = smi.info
-    hung = [s for s in smi.health.values() if s.timed_out]
-    if hung:
-        yield Finding.error(T("`{cmd}` did not answer: {reason}", cmd=" ".join(hung[0].argv),
-                              reason=hung[0].failure),
+    hung = smi.hung
+    if hung is not None:
+        yield Finding.error(T("`{cmd}` did not answer: {reason}", cmd=" ".join(hung.argv),
+                              reason=hung.failure),
                             subject="npu-smi", kb="ASC-NPU-004")
+    yield from _boards(smi)
     yield Finding.passed(T("npu-smi {tool} (driver {driver}): {npus} NPU(s), {chips} chip(s)",
                            tool=info.tool_version, driver=info.driver_version,
                            npus=len(info.npu_ids), chips=len(info.chips)),
                          evidence={"npus": info.npu_ids,
-                                   "chips": chip_table(info, detail, smi.health),
+                                   "chips": chip_table(info, detail, smi),
+                                   "boards": {n: _board_ev(b) for n, b in _answered(smi).items()},
                                    # why the rows carry no logic id (npu-smi info -m failed)
                                    "map_error": detail.map_failure if detail else None})
+
+
+def _answered(smi: NpuSmi) -> dict[int, NpuBoard]:
+    return {n: s.value for n, s in sorted(smi.boards.items()) if isinstance(s.value, NpuBoard)}
+
+
+def _board_ev(b: NpuBoard) -> dict:
+    return {"software": b.software_version, "firmware": b.firmware_version,
+            "compatibility": b.compatibility, "bus": b.bus}
+
+
+def _boards(smi: NpuSmi) -> Iterator[Finding]:
+    """``npu-smi info -t board`` per card: a card on other firmware than the rest (missed by
+    an upgrade), or one whose firmware the driver does not accept (``Compatibility``)."""
+    boards = _answered(smi)
+    for npu, sub in sorted(smi.boards.items()):
+        if sub.failure and not sub.timed_out:
+            yield Finding.warn(T("`{cmd}` failed: {reason}", cmd=" ".join(sub.argv),
+                                 reason=sub.failure), subject=f"NPU {npu}")
+    for npu, b in boards.items():
+        if b.compatibility is not None and b.compatibility.upper() != "OK":
+            yield Finding.fail(T("NPU {npu}: npu-smi reports firmware {fw} as {compat} with "
+                                 "driver {sw}: upgrade the firmware to a version this driver "
+                                 "accepts", npu=npu, fw=b.firmware_version or "?",
+                                 compat=b.compatibility, sw=b.software_version or "?"),
+                               subject=f"NPU {npu}", evidence=_board_ev(b), kb="ASC-HW-008")
+    fws = Counter(b.firmware_version for b in boards.values() if b.firmware_version)
+    if len(fws) > 1:
+        main = fws.most_common(1)[0][0]
+        odd = {n: b.firmware_version for n, b in boards.items()
+               if b.firmware_version and b.firmware_version != main}
+        yield Finding.warn(T("NPU firmware differs between cards: {n} run {main}, {odd}: a "
+                             "card was missed by the last firmware upgrade",
+                             n=fws[main], main=main,
+                             odd=", ".join(f"NPU {k} {v}" for k, v in sorted(odd.items()))),
+                           subject=", ".join(f"NPU {k}" for k in sorted(odd)),
+                           evidence={"firmware": {n: b.firmware_version
+                                                  for n, b in boards.items()}},
+                           kb="ASC-HW-008")
 
 
 def _latest_ecc(detail: NpuDetail | None, key: tuple[int, int]) -> EccCounters | None:
@@ -88,10 +132,11 @@ def _latest_ecc(detail: NpuDetail | None, key: tuple[int, int]) -> EccCounters |
     return None
 
 
-def _bad_cells(c, ecc: EccCounters | None, rising: bool, codes: list[str]) -> list[str]:
+def _bad_cells(c, ecc: EccCounters | None, rising: bool, codes: list[str],
+               ch=None) -> list[str]:
     """The names of this row's cells a reader should look at (the report marks them)."""
     bad = []
-    if c.health != "OK" or codes:
+    if c.health != "OK" or codes or (ch is not None and ch.status != "OK"):
         bad.append("health")
     if c.temp_c is not None and c.temp_c >= TEMP_WARN_C:
         bad.append("temp_c")
@@ -104,7 +149,7 @@ def _bad_cells(c, ecc: EccCounters | None, rising: bool, codes: list[str]) -> li
 
 
 def chip_table(info: NpuSmiInfo, detail: NpuDetail | None = None,
-               health_detail: dict | None = None) -> list[dict]:
+               smi: NpuSmi | None = None) -> list[dict]:
     """One row per chip (as ``npu-smi info`` prints them) for the report's per-NPU table.
 
     ``logic_id`` comes from ``npu-smi info -m``, ``ecc_single``/``ecc_double`` from
@@ -117,8 +162,8 @@ def chip_table(info: NpuSmiInfo, detail: NpuDetail | None = None,
         key = (c.npu, c.chip)
         ecc = _latest_ecc(detail, key)
         rising = detail is not None and ecc_rising(detail, key) is not None
-        sub = (health_detail or {}).get(c.npu)
-        codes = [x for x in kv_get(sub.pairs, "Error Code") if x not in ("NA", "0")] if sub else []
+        ch = smi.chip_health(c.npu, c.chip) if smi is not None else None
+        codes = list(ch.codes) if ch is not None else []
         rows.append({"npu": c.npu, "chip": c.chip, "name": c.name, "health": c.health,
                      "temp_c": c.temp_c, "power_w": c.power_w, "aicore_pct": c.aicore_pct,
                      "hbm_used_mb": c.hbm_used_mb, "hbm_total_mb": c.hbm_total_mb,
@@ -127,7 +172,8 @@ def chip_table(info: NpuSmiInfo, detail: NpuDetail | None = None,
                      "ecc_single": ecc.single if ecc else None,
                      "ecc_double": ecc.double if ecc else None,
                      "alarms": codes,
-                     "bad": _bad_cells(c, ecc, rising, codes)})
+                     "health_detail": ch.status if ch is not None else None,
+                     "bad": _bad_cells(c, ecc, rising, codes, ch)})
     return rows
 
 
@@ -151,19 +197,16 @@ def alarm_entry(know: Knowledge | None, code: str):
 def _health(smi: NpuSmi, know: Knowledge | None = None) -> Iterator[Finding]:
     bad = 0
     for chip in smi.info.chips:
-        detail = smi.health.get(chip.npu)
-        words = [chip.health] + (kv_get(detail.pairs, "Health") if detail else [])
-        words += kv_get(detail.pairs, "Health Status") if detail else []
+        ch = smi.chip_health(chip.npu, chip.chip)
+        words = [chip.health] + ([ch.status] if ch is not None else [])
         worst = max(words, key=lambda w: HEALTH_RANK.get(w, 2))
-        codes = [c for c in (kv_get(detail.pairs, "Error Code") if detail else [])
-                 if c not in ("NA", "0")]
+        codes = list(ch.codes) if ch is not None else []
         subject = T("NPU {npu} chip {chip}", npu=chip.npu, chip=chip.chip)
         rank = HEALTH_RANK.get(worst, 2)
         if rank == 0:
             continue
         bad += 1
-        infos = [i for i in (kv_get(detail.pairs, "Error Information") if detail else [])
-                 if i and i != "NA"]
+        infos = list(ch.infos) if ch is not None else []
         entries = [e for e in (alarm_entry(know, c) for c in codes) if e is not None]
         ev = {"table": chip.health, "detail": words[1:], "error_codes": codes,
               "error_information": infos, "documented": [e.id for e in entries],
@@ -182,11 +225,11 @@ def _health(smi: NpuSmi, know: Knowledge | None = None) -> Iterator[Finding]:
         make = Finding.warn if rank == 1 else Finding.fail
         yield make(msg, subject=subject, evidence=ev,
                    kb=[e.id for e in entries] + ["ASC-NPU-001"])
-    for npu, sub in sorted(smi.health.items()):
+    for (npu, c), sub in sorted(smi.health.items()):
         if sub.failure and not sub.timed_out:
             yield Finding.warn(T("`{cmd}` failed: {reason}", cmd=" ".join(sub.argv),
                                  reason=sub.failure),
-                               subject=f"NPU {npu}")
+                               subject=T("NPU {npu} chip {chip}", npu=npu, chip=c))
     if not bad:
         yield Finding.passed(T("all {n} chip(s) report health OK", n=len(smi.info.chips)))
 
@@ -423,7 +466,8 @@ def ecc(detail: NpuDetail) -> Iterator[Finding]:
     for c in good:
         key = (c.npu, c.chip)
         subject = T("NPU {npu} chip {chip}", npu=c.npu, chip=c.chip)
-        ev = {"counters": {" ".join(k): v for k, v in sorted(c.counters.items())}}
+        ev = {"counters": {" ".join(k): v for k, v in sorted(c.counters.items())},
+              "npu": c.npu, "chip": c.chip}  # the report marks this chip's row
         rise = ecc_rising(detail, key)
         if c.double:
             bad += 1

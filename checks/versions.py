@@ -99,7 +99,7 @@ import re  # noqa: E402
 from ascend_doctor.probes.buildinfo import VllmAscendBuild  # noqa: E402
 from ascend_doctor.probes.cann import (CannStack, DriverVersion, ToolkitInstallInfo,  # noqa: E402
                                        c_number)
-from ascend_doctor.probes.npusmi import NpuSmi, kv_get  # noqa: E402
+from ascend_doctor.probes.npusmi import NpuSmi  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
 
 
@@ -436,8 +436,7 @@ def chip_match(build: VllmAscendBuild, smi: NpuSmi) -> Iterator[Finding]:
         yield Finding.skip(T("npu-smi info gave no NPU rows (see npu.smi)"))
         return
     names = sorted({c.name for c in smi.info.chips})
-    board = smi.board.pairs if smi.board and smi.board.pairs else ()
-    board_name = (kv_get(board, "Chip Name") or [""])[0]
+    board_name = (smi.board.chip_name or "") if smi.board is not None else ""
     fams = {chip_family(n) for n in names} - {None}
     if not fams and board_name:
         fams = {chip_family(board_name)} - {None}

@@ -68,6 +68,9 @@ def render_diff(d: dict[str, Any], lang: str = "en") -> list[str]:
         lines.append(tt(lang, "stack that differs (kernel, driver, firmware, CANN, torch, "
                               "torch_npu, vLLM, vllm-ascend):"))
         lines += [f"  {x['name']:<14} A {v(x['a']):<20} B {v(x['b'])}" for x in stack]
+    if d.get("hw"):  # a device below the npu-smi table: a down port, ECC, firmware
+        lines.append(tt(lang, "hardware that differs (RoCE port, ECC, firmware by device):"))
+        lines += [f"  {x['name']:<22} A {v(x['a']):<14} B {v(x['b'])}" for x in d["hw"]]
     if d["flags"]:
         lines.append(tt(lang, "launch flags that differ:"))
         lines += [f"  --{x['name']:<28} A {v(x['a']):<20} B {v(x['b'])}" for x in d["flags"]]
@@ -133,6 +136,14 @@ def render_fleet(r: dict[str, Any], lang: str = "en") -> list[str]:
         lines.append("  " + tt(lang, "odd nodes ({n}): {nodes}", n=len(odd), nodes=names(
             [f"{o['node']} ({', '.join(f.split(' ', 1)[1] for f in o['fields'])})"
              for o in odd])))
+    hw = r.get("hardware_odd") or []
+    if hw:  # which node's which device differs from the rest, before the outcome groups
+        lines.append(tt(lang, "hardware off the majority (node, device):"))
+        lines += ["  " + tt(lang, "{node}: {device} is {value} (majority: {majority} on {n})",
+                            node=x["node"], device=x["device"], value=x["value"],
+                            majority=x["majority"], n=x["majority_count"]) for x in hw[:32]]
+        if len(hw) > 32:
+            lines.append("  " + tt(lang, "and {n} more", n=len(hw) - 32))
     lines.append(tt(lang, "outcome groups ({n}; nodes with the same failing checks):",
                     n=len(r["groups"])))
     for i, g in enumerate(r["groups"]):
@@ -164,7 +175,8 @@ def render_fleet(r: dict[str, Any], lang: str = "en") -> list[str]:
                          f"{where}")
             if p["message"]:
                 lines.append(f"      {tr(p['message'], lang)}")
-    drift = [x for x in r["drift"] if not x.get("per_node") and not x.get("key")]
+    drift = [x for x in r["drift"] if not x.get("per_node") and not x.get("key")
+             and not x["field"].startswith("hw ")]
     if drift:
         lines.append(tt(lang, "other drift (majority value, then the others):"))
         for x in drift:

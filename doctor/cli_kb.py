@@ -456,16 +456,21 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int,
     answers = verdict.answers[:max(limit, 1)]
     d = verdict.decisive
     decisive = {"line": d.n, "text": redact_text(d.text)} if d is not None else None
+    confident = verdict.confident
     if as_json:
         by_id = {m.entry.id: m for m in verdict.matches}
-        curated = [a for a in answers if a.entry is not None]
+        # advice (curated entries with their steps) only under a confident verdict: a weak
+        # first candidate is no answer to act on
+        curated = [a for a in answers if a.entry is not None] if confident else []
         click.echo(json.dumps({
             "source": source, "lines": scan.lines,
             "cut": {"lines": scan.cut_lines, "bytes": scan.cut_bytes},
             "decisive": decisive, "source_index": note,
+            "confident": confident, "not_confident_because": verdict.why_not_confident(),
             "answers": [_redacted(a.to_dict(lang)) for a in answers],
             "matches": [_match_doc(a, by_id.get(a.entry.id), lang) for a in curated
                         if a.entry is not None],
+            "error_lines": [_trace_doc(t) for t in verdict.traces],
             "next": verdict.next_command()}, indent=2, ensure_ascii=False))
     elif not answers:
         click.echo(tt(lang, "no known signature matched"))
@@ -473,23 +478,20 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int,
             click.echo(tt(lang, "decisive line {n}: {text}", n=d.n,
                           text=neutralise(redact_text(d.text.strip())[:200])))
         click.echo(tr(NEXT_STEP, lang))
+    elif not confident:
+        click.echo(tt(lang, "no confident match: {why}", why=tr(verdict.why_not_confident(),
+                                                                  lang)))
+        if d is not None:
+            click.echo(tt(lang, "decisive line {n}: {text}", n=d.n,
+                          text=neutralise(redact_text(d.text.strip())[:200])))
+        click.echo(tr(NEXT_STEP, lang))
+        click.echo(tt(lang, "candidates (not confident; `ascend-doctor explain ID` for an "
+                            "entry's steps):"))
+        for rank, a in enumerate(answers, 1):
+            _print_answer(rank, a, lang, steps=a.entry is None)
     else:
         for rank, a in enumerate(answers, 1):
-            msg = neutralise(redact_text(a.title(lang)))
-            click.echo(f"{rank}. {a.key}  {msg}  "
-                       + tt(lang, "(score {score})", score=f"{a.confidence:.2f}"))
-            click.echo("     " + tt(lang, "source: {origin}; confidence {conf}",
-                                    origin=a.origin(), conf=f"{a.confidence:.2f}"))
-            for n, t in a.shown_lines():
-                # a log line is hostile: redact it first, cut it, show its controls as text
-                click.echo("     " + tt(lang, "line {n}: {text}", n=n,
-                                        text=neutralise(redact_text(t.strip())[:200])))
-            for i, s in enumerate(a.steps(lang), 1):
-                click.echo(f"     {i}) {s}")
-            if a.entry is not None:
-                if a.entry.fix:
-                    click.echo("     " + tt(lang, "fix: {cmd}", cmd=f"ascend-doctor fix {a.entry.fix}"))
-                click.echo("     " + tt(lang, "more: {cmd}", cmd=f"ascend-doctor explain {a.entry.id}"))
+            _print_answer(rank, a, lang, steps=True)
         if d is not None and not answers[0].decisive:  # the first answer is about another line
             click.echo(tt(lang, "decisive line {n}: {text}", n=d.n,
                           text=neutralise(redact_text(d.text.strip())[:200])))
@@ -500,6 +502,34 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int,
         click.echo(tt(lang, "{n} line(s) longer than 64 KiB were cut ({bytes} bytes not read)",
                       n=scan.cut_lines, bytes=scan.cut_bytes), err=True)
     sys.exit(0 if answers else 1)
+
+
+def _print_answer(rank: int, a, lang: str, steps: bool) -> None:
+    """One answer: its title, where it came from and how sure, its lines, its steps."""
+    msg = neutralise(redact_text(a.title(lang)))
+    click.echo(f"{rank}. {a.key}  {msg}  "
+               + tt(lang, "(score {score})", score=f"{a.confidence:.2f}"))
+    click.echo("     " + tt(lang, "source: {origin}; confidence {conf}",
+                            origin=a.origin(), conf=f"{a.confidence:.2f}"))
+    for n, t in a.shown_lines():
+        # a log line is hostile: redact it first, cut it, show its controls as text
+        click.echo("     " + tt(lang, "line {n}: {text}", n=n,
+                                text=neutralise(redact_text(t.strip())[:200])))
+    if not steps:
+        return
+    for i, s in enumerate(a.steps(lang), 1):
+        click.echo(f"     {i}) {s}")
+    if a.entry is not None:
+        if a.entry.fix:
+            click.echo("     " + tt(lang, "fix: {cmd}", cmd=f"ascend-doctor fix {a.entry.fix}"))
+        click.echo("     " + tt(lang, "more: {cmd}", cmd=f"ascend-doctor explain {a.entry.id}"))
+
+
+def _trace_doc(t) -> dict:
+    """One error line and where it was traced (``source``: the most specific layer)."""
+    d = t.to_dict()
+    d["text"] = redact_text(d["text"])
+    return d
 
 
 def _redacted(d: dict) -> dict:

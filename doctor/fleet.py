@@ -3,7 +3,8 @@
 Each bundle is read through the bounded bundle reader (``BundleHost.open``), replayed with
 the options it was collected with, and run through the normal engine. One extra check,
 added to this run's registry only, reads the facts a comparison needs (versions, the
-service's environment, the ld.so.conf order, npu-smi health) from the same FactStore, so no
+service's environment, the ld.so.conf order, npu-smi health, and per device the RoCE
+ports, ECC and firmware below the npu-smi table) from the same FactStore, so no
 fact is computed twice. What is kept per node is a small ``NodeSummary``; the bundle itself
 is dropped before the next is read, so a fleet of 1 000 bundles runs in bounded memory.
 """
@@ -50,6 +51,9 @@ class NodeSummary:
     env: dict[str, str] = field(default_factory=dict)  # the service's, redacted
     ldconf: list[str] = field(default_factory=list)  # search directories in ldconfig's order
     npu: dict[str, str] = field(default_factory=dict)  # "npu/chip" -> health
+    # below the npu-smi table, per device: "roce 3 link" -> "DOWN", "ecc 0/1" -> "double 2",
+    # "firmware npu 0" -> "7.1.0.7.220" (hw_facts)
+    hw: dict[str, str] = field(default_factory=dict)
     flags: dict[str, str] = field(default_factory=dict)  # the server's launch flags, redacted
     sysctls: dict[str, str] = field(default_factory=dict)  # the kernel knobs the checks read
     fact_errors: dict[str, str] = field(default_factory=dict)  # fact -> why it is unknown
@@ -61,8 +65,8 @@ class NodeSummary:
 
     def to_json(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("name", "hostname", "error", "checks", "messages",
-                                           "kb", "versions", "env", "ldconf", "npu", "flags",
-                                           "sysctls", "fact_errors")}
+                                           "kb", "versions", "env", "ldconf", "npu", "hw",
+                                           "flags", "sysctls", "fact_errors")}
         return d
 
 
@@ -140,6 +144,48 @@ def _sysctls(store: FactStore, errors: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def hw_facts(store: FactStore, errors: dict[str, str]) -> dict[str, str]:
+    """Per device, the hardware state a fleet compares: each RoCE port's link, detection,
+    speed, PFC priorities and optical module, each chip's ECC state, each card's firmware.
+    Values are the same on every healthy node, so a drift names the node and the device."""
+    from .probes.hccn import HccnState
+    from .probes.npusmi import NpuBoard, NpuSmi
+    from .probes.npusmi_detail import NpuDetail
+
+    out: dict[str, str] = {}
+    st = _fact(store, HccnState, errors)
+    for d in getattr(st, "devices", ()) or ():
+        for name in ("link", "net_health", "speed", "pfc", "optical"):
+            a = getattr(d, name, None)
+            if a is None:
+                continue
+            v = a.value if a.ok else None
+            if name == "pfc" and v is not None:
+                v = ",".join(map(str, v)) or "off"
+            elif name == "optical" and isinstance(v, Mapping):
+                v = v.get("present", "?")
+            out[f"roce {d.dev} {name}"] = "(no answer)" if not a.ok else str(v)
+    det = _fact(store, NpuDetail, errors)
+    for (npu, chip), s in sorted((getattr(det, "first", None) or {}).items()):
+        later = (getattr(det, "second", None) or {}).get((npu, chip))
+        c = (later.counters if later is not None and later.counters is not None
+             else s.counters)
+        if c is None:
+            out[f"ecc {npu}/{chip}"] = "(no answer)"
+            continue
+        rose = (later is not None and later.counters is not None and s.counters is not None
+                and later.counters.single > s.counters.single)
+        out[f"ecc {npu}/{chip}"] = (f"double {c.double}" if c.double else
+                                    "single rising" if rose else
+                                    "single" if c.single else "ok")
+    smi = _fact(store, NpuSmi, errors)
+    for npu, sub in sorted((getattr(smi, "boards", None) or {}).items()):
+        b = sub.value
+        out[f"firmware npu {npu}"] = (b.firmware_version or "?" if isinstance(b, NpuBoard)
+                                      else "(no answer)")
+    return out
+
+
 def _snapshot(store: FactStore) -> Finding:
     """The hidden check: the comparison's facts, as evidence of one info finding."""
     from .probes.ldconf import LdSoConf
@@ -164,7 +210,8 @@ def _snapshot(store: FactStore) -> Finding:
     envd = dict(sorted(redact_env(env.env).items())[:MAX_ENV]) if env is not None else {}
     return Finding.info("fleet comparison facts", evidence={
         "versions": versions, "env": envd, "ldconf": ld.dirs if ld is not None else [],
-        "npu": npu, "flags": flags, "sysctls": _sysctls(store, errors), "fact_errors": errors})
+        "npu": npu, "hw": hw_facts(store, errors), "flags": flags,
+        "sysctls": _sysctls(store, errors), "fact_errors": errors})
 
 
 SNAPSHOT_SPEC = CheckSpec(SNAPSHOT_CHECK, "Facts the fleet comparison reads", _snapshot,
@@ -192,6 +239,7 @@ def summarize_report(name: str, report: Report) -> NodeSummary:
             node.versions = dict(ev["versions"], kernel=report.host.kernel or None)
             node.env, node.ldconf = dict(ev["env"]), list(ev["ldconf"])
             node.npu, node.flags = dict(ev["npu"]), dict(ev["flags"])
+            node.hw = dict(ev.get("hw", {}))
             node.sysctls = dict(ev.get("sysctls", {}))
             node.fact_errors.update(ev["fact_errors"])
             continue
@@ -299,13 +347,14 @@ def diff_nodes(a: NodeSummary, b: NodeSummary) -> dict[str, Any]:
                                 {k: b.versions.get(k) for k in STACK}, STACK),
             "checks": checks, "versions": _dict_diff(a.versions, b.versions, STACK),
             "ldconf": ld,
-            "npu": _dict_diff(a.npu, b.npu), "flags": _dict_diff(a.flags, b.flags),
+            "npu": _dict_diff(a.npu, b.npu), "hw": _dict_diff(a.hw, b.hw),
+            "flags": _dict_diff(a.flags, b.flags),
             "sysctls": _dict_diff(a.sysctls, b.sysctls), "env": _dict_diff(a.env, b.env)}
 
 
 def diff_is_empty(d: Mapping[str, Any]) -> bool:
-    return not any(d[k] for k in ("checks", "versions", "ldconf", "npu", "flags", "sysctls",
-                                  "env"))
+    return not any(d.get(k) for k in ("checks", "versions", "ldconf", "npu", "hw", "flags",
+                                      "sysctls", "env"))
 
 
 class FleetAccumulator:
@@ -338,6 +387,8 @@ class FleetAccumulator:
             "no npu-smi data" if not node.npu else
             f"{len(node.npu)} chips OK" if not unhealthy else
             ", ".join(f"{k} {node.npu[k]}" for k in unhealthy))
+        for k, v in node.hw.items():
+            values[f"hw {k}"] = v
         for k, v in node.env.items():
             values[f"env {k}"] = v
         for k, v in node.flags.items():
@@ -391,8 +442,18 @@ class FleetAccumulator:
                         off.setdefault(nd, []).append(x["field"])
         stack_odd = [{"node": nd, "fields": f} for nd, f in
                      sorted(off.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+        # the node and device off the majority below the npu-smi table (a down port, ECC,
+        # other firmware): named apart, as an operator asks for them by device
+        hw_odd: list[dict[str, Any]] = []
+        for x in drift:
+            if not str(x["field"]).startswith("hw ") or x.get("per_node"):
+                continue
+            others: list[dict[str, Any]] = x["others"]
+            hw_odd += [{"node": nd, "device": str(x["field"])[3:], "value": o["value"],
+                        "majority": x["majority"], "majority_count": x["majority_count"]}
+                       for o in others for nd in o["nodes"]]
         return {"nodes": n, "refused": [{"bundle": b, "reason": r} for b, r in self.refused],
-                "stack_odd_nodes": stack_odd,
+                "stack_odd_nodes": stack_odd, "hardware_odd": hw_odd,
                 "groups": out_groups, "odd_nodes": odd,
                 "common_problems": [p for p in problems if p["count"] == n and n > 1],
                 "some_problems": [p for p in problems if p["count"] < n or n == 1],

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from . import _tomllib, pick
 
-TABLES = ("acl", "hccl", "dcmi", "ecodes")
+TABLES = ("acl", "hccl", "dcmi", "ecodes", "pta")
 
 # how codes appear in log lines (the group ``c`` is the code)
 _ACL = re.compile(
@@ -26,6 +26,8 @@ _ACL = re.compile(
 _ECODE = re.compile(r"(?<![A-Za-z0-9])(?P<c>[EW][0-9A-Z]\d{4})(?![0-9A-Za-z])(?! \d\d:\d\d)")
 _HCCL = re.compile(r"(?:\bHccl\w*|\bHCCL\b)[^\n]{0,200}?(?:error code is|ret(?:urn)?|result|"
                    r"HcclResult)\s*[=:]?\s*\(?(?P<c>\d{1,2})\b", re.IGNORECASE)
+# torch_npu's ERR<sub-module 2 digits><error type 3 digits> (NPUException.h)
+_PTA = re.compile(r"\b(?P<c>ERR\d{5})\b")
 _DCMI = re.compile(r"(?:dcmi|npu-smi|DrvMng)[^\n]{0,200}?(?:ret(?: is)?|error code|result|"
                    r"errno)\s*[=:]?\s*\(?(?P<c>-(?:80\d\d|8255|99999))\b", re.IGNORECASE)
 
@@ -40,6 +42,9 @@ class Code:
     step: Mapping[str, str]
     source: str  # the public document of the table
     exact: bool  # False: only the family (class digit, module letter) is known
+    # an "internal error" code (EE9999, 500001): it says something failed, not what; the
+    # cause is on the lines around it, and an entry reached only through it is not specific
+    catchall: bool = False
 
     def text(self, lang: str = "en") -> str:
         return pick(self.meaning, lang)
@@ -59,7 +64,7 @@ class CodeHit:
 
 @functools.lru_cache(maxsize=1)
 def tables() -> dict[str, dict[str, Any]]:
-    """The parsed tables by name (``acl``, ``hccl``, ``dcmi``, ``cann``)."""
+    """The parsed tables by name (``acl``, ``hccl``, ``dcmi``, ``cann``, ``pta``)."""
     from ascend_doctor.pkgdata import read_bytes
 
     out = {}
@@ -79,13 +84,15 @@ def lookup(table: str, code: str) -> Code | None:
     t = tables().get(table)
     if t is None:
         return None
+    if table == "pta":
+        return _pta(t, code)
     row = t.get("codes", {}).get(code)
     if row is not None:
         step = _texts(row, "step_")
         if not step:  # a row without its own step takes its family's
             fam = _family_row(t, table, code)
             step = _texts(fam, "step_") if fam else {}
-        return Code(table, code, _texts(row), step, t["source"], True)
+        return Code(table, code, _texts(row), step, t["source"], True, _catchall(t, code))
     fam = _family_row(t, table, code)
     if fam is None:
         return None
@@ -95,7 +102,28 @@ def lookup(table: str, code: str) -> Code | None:
         meaning = {
             "en": f"{'internal' if internal else 'user'} error of CANN's {meaning['en']} module",
             "zh": f"CANN {meaning['zh']}模块的{'内部' if internal else '用户'}错误"}
-    return Code(table, code, meaning, _texts(fam, "step_"), t["source"], False)
+    return Code(table, code, meaning, _texts(fam, "step_"), t["source"], False,
+                _catchall(t, code))
+
+
+def _catchall(t: Mapping[str, Any], code: str) -> bool:
+    """Whether the table lists the code as an internal catch-all (``catchall``, or
+    ``catchall_suffix`` for the CANN E-families' xx9999)."""
+    suffix = t.get("catchall_suffix")
+    return code in t.get("catchall", ()) or bool(suffix and code.endswith(suffix))
+
+
+def _pta(t: Mapping[str, Any], code: str) -> Code | None:
+    """ERR02200: the sub-module (02, DIST) and the error type (200, a call into HCCL)."""
+    sub = t.get("submodule", {}).get(code[3:5])
+    row = t.get("codes", {}).get(code[5:8])
+    if sub is None and row is None:
+        return None
+    what = _texts(row) if row else {"en": "an error", "zh": "错误"}
+    where = _texts(sub) if sub else {"en": "torch_npu", "zh": "torch_npu"}
+    meaning = {"en": f"{where['en']}: {what['en']}", "zh": f"{where['zh']}：{what['zh']}"}
+    return Code("pta", code, meaning, _texts(row, "step_") if row else {}, t["source"],
+                sub is not None and row is not None, code[5:8] in t.get("catchall", ()))
 
 
 def _family_row(t: Mapping[str, Any], table: str, code: str) -> Mapping[str, str] | None:
@@ -131,6 +159,9 @@ def codes_in(line: str) -> list[CodeHit]:
     if "hccl" in low:
         for m in _HCCL.finditer(line):
             add("hccl", m)
+    if "ERR" in line:
+        for m in _PTA.finditer(line):
+            add("pta", m)
     if "-8" in line or "-99999" in line:
         for m in _DCMI.finditer(line):
             add("dcmi", m)

@@ -4,15 +4,27 @@ four layers, each saying where it came from and how sure it is.
 Layers, most specific first: a curated entry (its signature matched the decisive line, or
 it attaches to a code the line carries), the error-code tables (knowledge/codes.py), the
 message shapes of the loader, OS and CPython (knowledge/shapes.py), the source index of the
-installed stack (knowledge/srcindex.py). A curated entry marked ``generic`` and a code known
-only by its family rank below all of them. Events (knowledge/events.py) decide which line
-is answered first; ranking never falls back to the order of the file.
+installed stack (knowledge/srcindex.py). A curated entry marked ``generic``, one reached only
+through an internal catch-all code (EE9999, 500001), and a code known only by its family rank
+below all of them. Events (knowledge/events.py) decide which line is answered first.
+
+Ranking rules, in order: an answer on the event's decisive line before one matched on another
+line of it (the wrapper before the CANN line, the outer exception of a chain); then
+specificity; then agreement (how many other answers on the line name a cause it names: when
+the log cannot tell two causes apart, the entry that covers both comes first); then how much
+of the line the signature explains; the id last, never the order of the files.
+
+The verdict is *confident* only when its first answer is on the decisive line, specific, and
+names a cause its steps fix. Otherwise triage says "no confident match" with the decisive
+line and the next command rather than giving weak advice first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
+
+from ascend_doctor.i18n import N_
 
 from . import NO_CAUSE_ABOVE, Entry, KnowledgeBase, Match, pick
 from .codes import Code, codes_in
@@ -23,9 +35,15 @@ from .srcindex import Site, SourceIndex
 CURATED, CODE, SHAPE, TEMPLATE = "curated", "code-table", "message-shape", "source-template"
 # how much each kind of answer explains (ranking inside an event, and confidence)
 SPECIFICITY = {"signature": 3.0, "alias": 2.6, "code": 2.0, "shape": 1.8, "template": 1.0,
-               "generic": 0.6, "family": 0.4}
+               "generic": 0.6, "catchall": 0.5, "family": 0.4}
 BASE_CONFIDENCE = {"signature": 0.9, "alias": 0.8, "code": 0.7, "shape": 0.65,
-                   "template": 0.35, "generic": 0.4, "family": 0.3}
+                   "template": 0.35, "generic": 0.4, "catchall": 0.35, "family": 0.3}
+# an answer matched on another line of the event than its decisive one (a wrapper, the outer
+# exception of a chain) explains less than any specific answer on the decisive line
+OFF_CAUSE = 1.5
+# kinds of answer that can carry a confident verdict (never generic, catch-all or family)
+CONFIDENT_HOWS = ("signature", "alias", "code", "shape", "template")
+CONFIDENT_MIN = 0.6
 NEXT_COMMAND = "ascend-doctor check --only libs,versions,npu && ascend-doctor collect"
 
 
@@ -44,6 +62,8 @@ class Answer:
     site: Site | None = None
     coverage: float = 0.0  # a template: share of the line its fixed text covers
     decisive: bool = False
+    on_cause: bool = True  # matched on the event's decisive line, not another line of it
+    support: int = 0  # other answers on the event that name one of its causes
     groups: dict[str, str] = field(default_factory=dict)
     quoted: list[tuple[int, str]] = field(default_factory=list)  # lines shown with it
 
@@ -105,12 +125,13 @@ class Answer:
         """Where the answer came from, as one line (for text reports)."""
         if self.source == CURATED:
             via = {"signature": "signature", "alias": f"code {self._via()}",
-                   "generic": "generic signature"}.get(self.how, self.how)
+                   "generic": (f"catch-all code {self._via()}" if self.code is not None
+                               else "generic signature")}.get(self.how, self.how)
             return f"curated entry {self.entry.id if self.entry else ''} ({via})"
         if self.code is not None:
             return f"error-code table {self.code.table} ({self.code.source.split(' (')[0]})"
         if self.shape is not None:
-            return f"message shape {self.shape.key}"
+            return f"message shape {self.shape.key}" + (" (broad)" if self.shape.broad else "")
         assert self.site is not None
         return f"source template {self.site.package} {self.site.version} {self.site.file}:{self.site.line}"
 
@@ -120,19 +141,38 @@ class Answer:
     def to_dict(self, lang: str = "en") -> dict[str, Any]:
         d: dict[str, Any] = {
             "source": self.source, "how": self.how, "confidence": round(self.confidence, 2),
-            "decisive": self.decisive, "line": {"line": self.line[0], "text": self.line[1]},
+            "decisive": self.decisive, "on_decisive_line": self.decisive and self.on_cause,
+            "line": {"line": self.line[0], "text": self.line[1]},
             "id": self.key, "title": self.title(lang), "steps": self.steps(lang),
             "origin": self.origin(), "causes": list(self.causes)}
         if self.entry is not None:
             d["fix"] = self.entry.fix
         if self.code is not None:
             d["code"] = {"table": self.code.table, "code": self.code.code,
-                         "exact": self.code.exact, "document": self.code.source}
+                         "exact": self.code.exact, "catchall": self.code.catchall,
+                         "document": self.code.source}
         if self.shape is not None:
             d["shape"] = {"key": self.shape.key, "document": self.shape.source}
         if self.site is not None:
             d["template"] = {**self.site.to_dict(), "coverage": round(self.coverage, 2)}
         return d
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Where one error line of the log was traced: each layer that knows it."""
+
+    line: int
+    text: str
+    found: tuple[dict[str, Any], ...]  # {"layer": …, and what in it}, most specific first
+
+    @property
+    def source(self) -> str | None:
+        return self.found[0]["layer"] if self.found else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "text": self.text, "source": self.source,
+                "traced_to": list(self.found)}
 
 
 @dataclass
@@ -144,9 +184,35 @@ class Verdict:
     events: int
     index: Mapping[str, Any]  # {"available": bool, "packages"|"reason": …}
     matches: list[Match] = field(default_factory=list)
+    traces: list[Trace] = field(default_factory=list)  # every error line read, in log order
 
     def next_command(self) -> str:
         return NEXT_COMMAND
+
+    @property
+    def confident(self) -> bool:
+        """Whether the first answer may be given as *the* answer (see the module doc)."""
+        return bool(self.answers) and not self.why_not_confident()
+
+    def why_not_confident(self) -> str:
+        """Why the first answer is not a confident one ("" when it is)."""
+        if not self.answers:
+            return N_("nothing in the knowledge explains the decisive line")
+        a = self.answers[0]
+        if not a.decisive or not a.on_cause:
+            return N_("the best answer explains another line than the decisive one")
+        if a.how == "generic":
+            return N_("only a generic signature, a broad message shape or an internal "
+                      "catch-all code matched")
+        if a.how == "catchall":
+            return N_("the decisive line carries only an internal catch-all code")
+        if a.how not in CONFIDENT_HOWS:
+            return N_("the code is known only by its family")
+        if not a.causes:
+            return N_("the answer says what the line means, not which cause to fix")
+        if a.confidence < CONFIDENT_MIN:
+            return N_("the best answer is weak")
+        return ""
 
 
 def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeBase,
@@ -162,25 +228,33 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
                 continue
             seen_entries.add(m.entry.id)
             how = "generic" if m.entry.generic else "signature"
-            conf = BASE_CONFIDENCE[how] - (0.0 if ln is cause else 0.1)
+            conf = BASE_CONFIDENCE[how] - (0.0 if ln is cause else 0.2)
             out.append(Answer(CURATED, how, conf, (ln.n, ln.text), entry=m.entry, match=m,
-                              groups=dict(m.groups)))
+                              on_cause=ln is cause, groups=dict(m.groups)))
     for hit in codes_in(cause.body):
         attached = [e for e in kb.lookup(hit.code.code) if e.id not in seen_entries]
         for e in attached:
             seen_entries.add(e.id)
-            out.append(Answer(CURATED, "alias", BASE_CONFIDENCE["alias"], line, entry=e,
+            # "EE9999" says something failed inside the runtime: every entry that lists it
+            # is one guess among many, not the answer
+            how = "generic" if hit.code.catchall or e.generic else "alias"
+            out.append(Answer(CURATED, how, BASE_CONFIDENCE[how], line, entry=e,
                               code=hit.code, groups={"code": hit.code.code}))
-        how = "code" if hit.code.exact else "family"
+        how = "catchall" if hit.code.catchall else "code" if hit.code.exact else "family"
         out.append(Answer(CODE, how, BASE_CONFIDENCE[how], line, code=hit.code))
     for sh in shapes_in(cause.body):
-        out.append(Answer(SHAPE, "shape", BASE_CONFIDENCE["shape"], line, shape=sh))
+        how = "generic" if sh.broad else "shape"
+        out.append(Answer(SHAPE, how, BASE_CONFIDENCE[how], line, shape=sh))
     if index is not None and ev.kind in ("traceback", "code", "shape", "error", "death"):
         traced = index.trace(_message_of(cause.body))
         if traced is not None:
             site, cov = traced
             out.append(Answer(TEMPLATE, "template", BASE_CONFIDENCE["template"] + 0.4 * cov,
                               line, site=site, coverage=cov))
+    for a in out:  # agreement: the other specific answers that name one of its causes
+        mine = set(a.causes)
+        a.support = sum(1 for b in out if b is not a and b.how in CONFIDENT_HOWS
+                        and mine.intersection(b.causes))
     return out
 
 
@@ -193,7 +267,14 @@ def _message_of(body: str) -> str:
 
 
 def _spec(a: Answer) -> float:
-    return SPECIFICITY[a.how] + (a.coverage if a.site is not None else 0.0)
+    return (SPECIFICITY[a.how] + (a.coverage if a.site is not None else 0.0)
+            - (0.0 if a.on_cause else OFF_CAUSE))
+
+
+def _rank_key(a: Answer) -> tuple[float, int, float, str]:
+    """Most specific first; ties: most agreed with, then the most evidence (lines matched,
+    text of one line explained: Match.score), then the id."""
+    return (-_spec(a), -a.support, -(a.match.score if a.match is not None else 0.0), a.key)
 
 
 def decide(kb: KnowledgeBase, lines: Sequence[tuple[int, str]],
@@ -245,7 +326,7 @@ def decide(kb: KnowledgeBase, lines: Sequence[tuple[int, str]],
             continue
         if decisive is None and answers:
             decisive = ev.cause
-        for a in sorted(answers, key=lambda a: -_spec(a)):
+        for a in sorted(answers, key=_rank_key):
             if a.key in keys:
                 continue
             keys.add(a.key)
@@ -254,8 +335,62 @@ def decide(kb: KnowledgeBase, lines: Sequence[tuple[int, str]],
             else:
                 a.confidence *= 0.6
             out.append(a)
-    # an answer on the decisive line first; within it the most specific
-    out.sort(key=lambda a: (not a.decisive, -_spec(a) if a.decisive else 0.0))
+    # an answer on the decisive event first; within it the rank above
+    out.sort(key=lambda a: (not a.decisive, _rank_key(a) if a.decisive else ()))
     note = dict(index_note or ({"available": True, "packages": index.packages} if index else
                                {"available": False, "reason": "no installed stack to index"}))
-    return Verdict(out, decisive, len(evs), note, ms)
+    return Verdict(out, decisive, len(evs), note, ms, traces(evs, by_line, index))
+
+
+MAX_TRACES = 500  # error lines reported with their provenance (a log of repeats stays short)
+
+
+def traces(evs: Sequence[Event], by_line: Mapping[int, list[Match]],
+           index: SourceIndex | None) -> list[Trace]:
+    """For each error line the events hold (decisive lines, exception lines of a chain, the
+    wrapper and its CANN line, lines a signature matched), every layer that knows it: the
+    curated entries, the code tables, the message shapes, the source index's raise site.
+    A repeated message is traced once and its result reused."""
+    from .events import EXCEPTION, _FRAME
+
+    picked: dict[int, LogLine] = {}
+    for ev in evs:
+        if ev.kind == "warning" and ev.cause.n not in by_line:
+            continue
+        picked.setdefault(ev.cause.n, ev.cause)
+        for ln in ev.chain:
+            picked.setdefault(ln.n, ln)
+        if ev.kind != "traceback":
+            for ln in ev.lines:
+                picked.setdefault(ln.n, ln)
+        else:  # frames are no error lines; a signature may still match one
+            for ln in ev.lines:
+                if ln.n in by_line or (EXCEPTION.match(ln.body) and not _FRAME.match(ln.body)):
+                    picked.setdefault(ln.n, ln)
+    memo: dict[str, tuple[dict[str, Any], ...]] = {}
+    out: list[Trace] = []
+    for n in sorted(picked)[:MAX_TRACES]:
+        ln = picked[n]
+        curated = tuple({"layer": CURATED, "id": m.entry.id} for m in by_line.get(n, ()))
+        key = _norm(ln.body)
+        if key not in memo:
+            memo[key] = _trace_layers(ln.body, index)
+        out.append(Trace(n, ln.text, curated + memo[key]))
+    return out
+
+
+def _trace_layers(body: str, index: SourceIndex | None) -> tuple[dict[str, Any], ...]:
+    found: list[dict[str, Any]] = []
+    for hit in codes_in(body):
+        found.append({"layer": CODE, "table": hit.code.table, "code": hit.code.code,
+                      "exact": hit.code.exact})
+    for sh in shapes_in(body):
+        found.append({"layer": SHAPE, "shape": sh.key})
+    if index is not None:
+        traced = index.trace(_message_of(body))
+        if traced is not None:
+            site, cov = traced
+            found.append({"layer": TEMPLATE, "package": site.package, "version": site.version,
+                          "file": site.file, "line": site.line, "function": site.function,
+                          "coverage": round(cov, 2)})
+    return tuple(found)

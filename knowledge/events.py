@@ -2,8 +2,9 @@
 
 * A Python traceback chain ("The above exception was the direct cause …", "During handling
   of …") is one event; its cause is the innermost exception, the first one printed.
-* A wrapper line (torch_npu's ``call aclnnX failed``, ``NPU function error … error code is
-  N``, ``PTA call acl api failed``) defers to the CANN line with a code that follows it.
+* A wrapper line (torch_npu's ``call aclnnX failed``, ``NPU/OPS/HCCL function error … error
+  code is N``, ``PTA call acl api failed``) defers to the CANN line with a code that follows
+  it; what was matched on the wrapper alone no longer answers first (knowledge/decide.py).
 * An engine death (``EngineCore encountered a fatal error``, ``Engine core initialization
   failed``, ``EngineDeadError``) takes its cause from the traceback printed right after it,
   else from the nearest preceding error of the same process family within a window: the
@@ -35,8 +36,8 @@ EXCEPTION = re.compile(
     r"^\s*(?P<exc>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning))"
     r"(?:\[\w+\])?(?::\s*(?P<msg>.*))?$")
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
-WRAPPER = re.compile(r"call aclnn\w* failed|NPU function error|PTA call acl api failed|"
-                     r"HCCL function error|call hccl api failed|"
+WRAPPER = re.compile(r"call aclnn\w* failed|\b(?:NPU|OPS|HCCL|DIST) function error|"
+                     r"PTA call acl api failed|call hccl api failed|"
                      r"The internal ACL of the system is incorrect|ERR\d{5} \w+ call \w+ api failed|"
                      r"\bcall \w+ failed, detail", re.IGNORECASE)
 _CODE_LINE = re.compile(r"(?<![A-Za-z0-9])E[0-9A-Z]\d{4}(?![0-9A-Za-z])|\b[1-5]\d{5}\b")
@@ -252,7 +253,11 @@ def _defer_wrappers(evs: list[Event], parsed: list[LogLine]) -> None:
             if WRAPPER.search(ln.body):
                 continue
             hits = [h for h in codes_in(ln.body) if h.code.code not in wrapper_codes]
-            if any(h.code.exact and h.code.table in ("cann", "acl") for h in hits):
+            # an acl code the table lists, or any CANN error code (E<module><4 digits>, its
+            # family known even when the number is not): the wrapper's own code is only
+            # what the wrapped call returned
+            if any((h.code.exact and h.code.table == "acl")
+                   or (h.code.table == "cann" and h.code.code.startswith("E")) for h in hits):
                 if ln not in ev.lines:
                     ev.lines.append(ln)
                 ev.cause = ln

@@ -157,6 +157,14 @@ _BF16_NEEDED = re.compile(r"(?:need|require)s? (?:bf16|bfloat16)|(?:bf16|bfloat1
 _FP16_STEP = re.compile(r"--dtype[= ](?:float16|half|fp16)\b", re.IGNORECASE)
 _LOWER_TO = re.compile(r"\b(?:lower|reduce|decrease)\b[^.;:]*?\b(?:to|below)\s+(\d+(?:\.\d+)?)\b",
                        re.IGNORECASE)
+# the driver's own libraries: no set_env.sh brings them (a container must mount the driver)
+_DRIVER_LIB = re.compile(r"\blib(?:c_sec|dcmi|ascend_hal|drvdsmi_host|ascend_dmi)\b|\bDCMI\b")
+_TOOLKIT_LIB = re.compile(r"\blib(?:ascendcl|hccl|opapi|ge_runner|graph|runtime|atb|nnopbase)\b")
+_SOURCES_SET_ENV = re.compile(r"(?:^|[;&|]\s*|\s)(?:source|\.)\s+\S*set_env\.sh")
+_DRIVER_ONLY = {"driver-lib-not-found", "driver-not-active", "npu-smi-failure"}
+# the expandable allocator fixes fragmentation, never a card asked for more than it has
+_ALLOC_FIX = re.compile(r"PYTORCH_NPU_ALLOC_CONF|expandable_segments")
+_FRAGMENT = re.compile(r"fragment", re.IGNORECASE)  # a step that states its condition
 _SETS_VAR = "(?:export\\s+|^|\\s){var}="
 
 
@@ -176,7 +184,12 @@ def contradictions(d: Mapping[str, Any]) -> list[str]:
     * a step lowers a value to a literal number without a ``when_value`` condition that
       the value found is above it (never "lower" to a higher number);
     * a signature capturing a ``code`` matches a documented runtime code the entry does not
-      list in its aliases (507013 is not 507014).
+      list in its aliases (507013 is not 507014);
+    * a step sources set_env.sh while the cause is the driver's own libraries (libc_sec.so,
+      DCMI, libascend_hal.so: a container without the driver mounted), which it never brings;
+    * a step of an NPU OOM entry sets the expandable allocator (PYTORCH_NPU_ALLOC_CONF)
+      without saying it is for fragmentation, while the entry's causes do not name
+      fragmentation (an OOM at capacity needs less asked of the card, not the allocator).
     """
     eid = d.get("id", "?")
     p: list[str] = []
@@ -210,6 +223,21 @@ def contradictions(d: Mapping[str, Any]) -> list[str]:
             p.append(T("{entry}.steps[{i}]: lowers to {value} whatever the value found; add "
                        "when_value = \"<group> > {value}\" or say it relative to the value",
                        entry=eid, i=i, value=m.group(1)))
+    causes = {str(c) for c in d.get("causes", [])} if isinstance(d.get("causes"), list) else set()
+    driver_only = (bool(causes) and "driver-lib-not-found" in causes and causes <= _DRIVER_ONLY) \
+        or (not causes and _DRIVER_LIB.search(about) is not None
+            and _TOOLKIT_LIB.search(about) is None)
+    for i, st in enumerate(steps, 1):
+        cmd = str(st.get("cmd") or "")
+        if driver_only and _SOURCES_SET_ENV.search(cmd):
+            p.append(T("{entry}.steps[{i}]: sources set_env.sh, but the cause is the driver's "
+                       "libraries, which no set_env.sh brings (mount or install the driver)",
+                       entry=eid, i=i))
+        if "npu-oom" in causes and "allocator-fragmentation" not in causes \
+                and _ALLOC_FIX.search(cmd) and not _FRAGMENT.search(str(st.get("en") or "")):
+            p.append(T("{entry}.steps[{i}]: sets the expandable allocator, the fix for "
+                       "fragmentation, which the entry's causes do not name",
+                       entry=eid, i=i))
     aliases = {str(a) for a in d.get("aliases", [])}
     from .codes import all_codes
     acl = [c for t, c in all_codes() if t == "acl"]

@@ -33,6 +33,9 @@ class ShapeHit:
     start: int = 0
     end: int = 0
     source: str = ""
+    # the message is raised for many unrelated causes ("No module named …") and no variant
+    # narrowed it: its cause keys are a guess, never a confident answer (knowledge/decide.py)
+    broad: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,9 +67,17 @@ def shapes() -> list[str]:
     return [s.key for s in _load()[0]]
 
 
-def _fill(d: Mapping[str, Any], prefix: str, groups: Mapping[str, str]) -> dict[str, str]:
-    return {lang: fill(str(d[prefix + lang]), groups)
-            for lang in ("en", "zh") if d.get(prefix + lang)}
+def _fill(d: Mapping[str, Any], prefix: str, groups: Mapping[str, str],
+          names: Any = ()) -> dict[str, str]:
+    """The texts with the captured groups; a group the line did not have reads as the
+    shape's ``unmatched_<lang>`` ("a library")."""
+    out = {}
+    for lang in ("en", "zh"):
+        if not d.get(prefix + lang):
+            continue
+        blank = str(d.get("unmatched_" + lang) or "")
+        out[lang] = fill(str(d[prefix + lang]), {**{n: blank for n in names}, **groups})
+    return out
 
 
 def shapes_in(line: str) -> list[ShapeHit]:
@@ -81,10 +92,14 @@ def shapes_in(line: str) -> list[ShapeHit]:
             continue
         groups = {k: v for k, v in m.groupdict().items() if v}
         d: Mapping[str, Any] = s.doc
+        broad = bool(s.doc.get("broad"))
         for group, rx, v in s.variants:
             if rx.search(groups.get(group, "")):
                 d = {**s.doc, **v}
+                broad = bool(v.get("broad", False))
                 break
-        found.append(ShapeHit(s.key, _fill(d, "", groups), _fill(d, "step_", groups),
-                              tuple(d.get("causes", ())), groups, m.start(), m.end(), source))
+        names = tuple(s.rx.groupindex)
+        found.append(ShapeHit(s.key, _fill(d, "", groups, names), _fill(d, "step_", groups, names),
+                              tuple(d.get("causes", ())), groups, m.start(), m.end(), source,
+                              broad))
     return sorted(found, key=lambda h: h.start)

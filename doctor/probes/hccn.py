@@ -1,11 +1,12 @@
 """HCCN / RoCE of each NPU: ``/etc/hccn.conf`` and ``hccn_tool -i N -link|-net_health|-ip|
--gateway|-optical|-pfc -g``.
+-gateway|-optical|-pfc|-speed|-dscp_to_tc -g``.
 
 These are the commands Ascend's multi-node guides run before any HCCL job ("the results
 must all be success and the status must be UP"); an HCCL connect timeout (``EI0006``) on a
 node whose link is down is that link, not HCCL. Parsers are pure and refuse output they do
 not recognise (another language, a usage text) with a named ``ParseError``, so an unknown
-answer never reads as healthy.
+answer never reads as healthy. The formats are those of the open-sourced hccn_tool and of
+the outputs cited in tests/fixtures/hccn/captured/.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ _IPV4 = r"(\d{1,3}(?:\.\d{1,3}){3})"
 # net health results of hccn_tool, in the order of DCMI's dcmi_rdfx_detect_result (0..8)
 NET_HEALTH_OK = "Success"
 NET_HEALTH_WORDS = ("Success", "Socket fail", "Receive timeout", "Unreachable",
-                    "Time exceeded", "Fault", "Init", "Thread error", "Detect ip set")
+                    "Time exceeded", "Fault", "Init", "Thread error", "Detect ip set",
+                    "Unknown")
 
 
 # -- /etc/hccn.conf ----------------------------------------------------------------------
@@ -84,12 +86,16 @@ def parse_link(text: str, source: str = "hccn_tool -link -g") -> str:
 
 
 def parse_net_health(text: str, source: str = "hccn_tool -net_health -g") -> str:
-    """``net health status: Success`` → ``Success`` (one of NET_HEALTH_WORDS)."""
+    """``net health status: Success`` → ``Success``.
+
+    A documented word is returned in its documented spelling; any other word on that line
+    is returned as printed (a 910A node answers ``Socket failed``): it is still a result,
+    and only ``Success`` reads as healthy."""
     words = {w.lower(): w for w in NET_HEALTH_WORDS}
     for k, v in _kv(text):
-        if k == "net health status" and v.lower() in words:
-            return words[v.lower()]
-    raise ParseError(source, T("no `net health status: <result>` line with a known result"))
+        if k == "net health status" and v and v.isascii():
+            return words.get(v.lower(), v)
+    raise ParseError(source, T("no `net health status: <result>` line"))
 
 
 def parse_ip(text: str, source: str = "hccn_tool -ip -g") -> tuple[str, str]:
@@ -119,12 +125,53 @@ def parse_optical(text: str, source: str = "hccn_tool -optical -g") -> dict[str,
 
 
 def parse_pfc(text: str, source: str = "hccn_tool -pfc -g") -> tuple[int, ...]:
-    """The priorities (0..7) with PFC enabled, from the eight 0/1 flags hccn_tool prints."""
-    for k, v in _kv(text):
-        flags = v.split()
-        if ("pfc" in k or "enable" in k) and len(flags) == 8 and set(flags) <= {"0", "1"}:
+    """The priorities (0..7) with PFC enabled.
+
+    hccn_tool prints ``PFC configuration:``, ``priority   0 1 2 … 7`` and ``enabled    0 0 0 1
+    0 0 0 0`` (no colon after the row names); a colon after them is accepted too."""
+    prio: list[str] | None = None
+    for raw in text.splitlines():
+        words = raw.replace(":", " ").split()
+        if len(words) != 9:
+            continue
+        name, flags = words[0].lower(), words[1:]
+        if name == "priority" and flags == [str(i) for i in range(8)]:
+            prio = flags
+        elif name in ("enabled", "enable") and prio is not None and set(flags) <= {"0", "1"}:
             return tuple(i for i, f in enumerate(flags) if f == "1")
-    raise ParseError(source, T("no line with eight 0/1 PFC priority flags"))
+    raise ParseError(source, T("no `priority 0 … 7` row followed by an `enabled` row of eight "
+                               "0/1 flags"))
+
+
+def parse_dscp(text: str, source: str = "hccn_tool -dscp_to_tc -g") -> dict[int, int]:
+    """``dscp  tc`` header, then one ``<dscp> <tc>`` row per DSCP (0..63) → {dscp: tc}."""
+    rows: dict[int, int] = {}
+    header = False
+    for raw in text.splitlines():
+        words = raw.split()
+        if words == ["dscp", "tc"]:
+            header = True
+            continue
+        if header and len(words) == 2 and all(w.isascii() and w.isdigit() for w in words):
+            d, tc = int(words[0]), int(words[1])
+            if d > 63 or tc > 7:
+                raise ParseError(source, T("DSCP {d} → TC {tc} is out of range", d=d, tc=tc))
+            rows[d] = tc
+    if not rows:
+        raise ParseError(source, T("no `dscp tc` header followed by `<dscp> <tc>` rows"))
+    return rows
+
+
+def parse_speed(text: str, source: str = "hccn_tool -speed -g") -> int | None:
+    """``Speed: 200000 Mb/s`` → 200000; ``Speed: Unknown!`` (no link to negotiate) → None."""
+    for k, v in _kv(text):
+        if k == "speed":
+            m = re.fullmatch(r"(\d+)\s*Mb/s", v)
+            if m:
+                return int(m.group(1))
+            if v.lower().startswith("unknown"):
+                return None
+    raise ParseError(source, T("no `Speed: <n> Mb/s` line"))
 
 
 # -- gathering ---------------------------------------------------------------------------
@@ -153,6 +200,8 @@ class HccnDevice:
     gateway: ToolAnswer
     optical: ToolAnswer
     pfc: ToolAnswer
+    speed: ToolAnswer | None = None  # None: not asked (a bundle of an older doctor)
+    dscp: ToolAnswer | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,7 +218,8 @@ class HccnState:
 
 QUERIES = (("link", "-link", parse_link), ("net_health", "-net_health", parse_net_health),
            ("ip", "-ip", parse_ip), ("gateway", "-gateway", parse_gateway),
-           ("optical", "-optical", parse_optical), ("pfc", "-pfc", parse_pfc))
+           ("optical", "-optical", parse_optical), ("pfc", "-pfc", parse_pfc),
+           ("speed", "-speed", parse_speed), ("dscp", "-dscp_to_tc", parse_dscp))
 
 
 def _ask(host: Host, argv: list[str], parse) -> ToolAnswer:

@@ -1,8 +1,9 @@
 """``npu-smi info`` (the table) and its key/value sub-commands.
 
-``parse_npu_smi_info`` reads the A2 (one chip per NPU), A3 (two chips, ``Chip Phy-ID``) and
-310 (``Chip Device``, no HBM column) layouts of facts/ascend-stack.md §3.1, and the process
-section. ``parse_npu_smi_kv`` reads ``npu-smi info -t health|common|usages|board -i N``.
+``parse_npu_smi_info`` reads the A2 (one chip per NPU), A3 (two dies per card, ``Chip
+Phy-ID``; also the wider 26.0 layout) and 310P (``Chip Device``, no HBM column) tables and
+the process section. ``parse_health``, ``parse_board`` and ``parse_usages`` read ``npu-smi
+info -t health|board|usages`` (tests/fixtures/npusmi/captured/ cites each real output).
 ``gather_npu_smi`` runs them through the Host with timeouts and keeps a failed or hung run
 as data, so the checks can say what npu-smi printed.
 """
@@ -158,49 +159,156 @@ def parse_npu_smi_info(text: str, source: str = "npu-smi info") -> NpuSmiInfo:
             pending = None
     if not tool and not chips:
         raise ParseError(source, T("no `npu-smi <ver> Version: <ver>` header and no NPU rows"))
+    foreign = next((c.health for c in chips if not c.health.isascii()), None)
+    if foreign is not None:  # a localized build: its words are not the ones the rules know
+        raise ParseError(source, T("health `{word}` is not one of npu-smi's English words "
+                                   "(a localized npu-smi?)", word=foreign))
     return NpuSmiInfo(tool, drv, tuple(chips), tuple(procs), tuple(idle), in_procs)
 
 
+def _ascii_key(key: str) -> bool:
+    return bool(key) and key.isascii()
+
+
 def parse_npu_smi_kv(text: str, source: str = "npu-smi info -t") -> tuple[tuple[str, str], ...]:
-    """``Key : value`` lines, in order (keys repeat: ``Health`` per chip)."""
-    out = []
+    """``Key : value`` lines, in order (keys repeat: ``Health`` per chip).
+
+    A line with nothing before its colon continues the previous value (``Error
+    Information`` gives one such line per further error code). A key in another language
+    (npu-smi's Chinese builds) is refused: the typed parsers below look for English keys,
+    and an output none of whose keys is English would otherwise read as "nothing wrong"."""
+    out: list[list[str]] = []
+    foreign = 0
     for raw in text.splitlines():
         if ":" not in raw:
             continue
         key, value = raw.split(":", 1)
         key = key.strip()
+        if not key and out:
+            out[-1][1] = (out[-1][1] + "\n" + value.strip()).strip()
+            continue
         if key and not key.startswith(("+", "|")) and len(key) < 80:
-            out.append((key, value.strip()))
+            if not _ascii_key(key):
+                foreign += 1
+                continue
+            out.append([key, value.strip()])
     if not out:
-        raise ParseError(source, T("no `Key : value` line"))
-    return tuple(out)
+        raise ParseError(source, T("no `Key : value` line with an English key") if foreign
+                         else T("no `Key : value` line"))
+    return tuple((k, v) for k, v in out)
 
 
 def kv_get(pairs: tuple[tuple[str, str], ...], key: str) -> list[str]:
     return [v for k, v in pairs if k.lower() == key.lower()]
 
 
+def _kv_first(pairs: tuple[tuple[str, str], ...], key: str) -> str | None:
+    vals = kv_get(pairs, key)
+    return vals[0] if vals else None
+
+
+@dataclass(frozen=True, eq=False)
+class ChipHealth:
+    """``npu-smi info -t health -i N -c C``: the chip's health word, its alarm codes and
+    their information lines (one per code, as npu-smi prints them)."""
+
+    status: str
+    codes: tuple[str, ...] = ()
+    infos: tuple[str, ...] = ()
+
+
+def parse_health(text: str, source: str = "npu-smi info -t health") -> ChipHealth:
+    """``Health Status`` (``Health`` in the card-level view), ``Error Code`` (several codes on
+    one line, space-separated) and ``Error Information`` with its continuation lines."""
+    pairs = parse_npu_smi_kv(text, source)
+    status = _kv_first(pairs, "Health Status") or _kv_first(pairs, "Health")
+    if not status:
+        raise ParseError(source, T("no `Health Status : …` line"))
+    codes = tuple(c for v in kv_get(pairs, "Error Code") for c in v.split()
+                  if c.upper() not in ("NA", "0"))
+    infos = tuple(i.strip() for v in kv_get(pairs, "Error Information") for i in v.split("\n")
+                  if i.strip() and i.strip() != "NA")
+    return ChipHealth(status, codes, infos)
+
+
+@dataclass(frozen=True, eq=False)
+class NpuBoard:
+    """``npu-smi info -t board -i N``: what the card reports of its driver and firmware."""
+
+    npu: int
+    software_version: str | None
+    firmware_version: str | None
+    compatibility: str | None
+    bus: str | None
+    chip_count: int | None
+    chip_name: str | None = None  # only in the chip-level view (``-c C``)
+
+
+def _na(v: str | None) -> str | None:
+    return None if v is None or v.strip() in ("", "NA") else v.strip()
+
+
+def parse_board(text: str, npu: int, source: str = "npu-smi info -t board") -> NpuBoard:
+    pairs = parse_npu_smi_kv(text, source)
+    fw = _na(_kv_first(pairs, "Firmware Version"))
+    sw = _na(_kv_first(pairs, "Software Version"))
+    if _kv_first(pairs, "Firmware Version") is None and sw is None:
+        raise ParseError(source, T("no `Firmware Version : …` nor `Software Version : …` line"))
+    count = _kv_first(pairs, "Chip Count")
+    return NpuBoard(npu, sw, fw, _na(_kv_first(pairs, "Compatibility")),
+                    _na(_kv_first(pairs, "PCIe Bus Info")),
+                    int(count) if count and count.isascii() and count.isdigit() else None,
+                    _na(_kv_first(pairs, "Chip Name")))
+
+
+@dataclass(frozen=True, eq=False)
+class Usages:
+    """``npu-smi info -t usages -i N [-c C]``: ``name(unit)`` → number (``NA`` left out)."""
+
+    values: dict[str, float] = field(default_factory=dict)
+
+    def get(self, key: str) -> float | None:
+        return self.values.get(key)
+
+
+def parse_usages(text: str, source: str = "npu-smi info -t usages") -> Usages:
+    values: dict[str, float] = {}
+    for key, value in parse_npu_smi_kv(text, source):
+        if key in ("NPU ID", "Chip ID", "Chip Count"):
+            continue
+        try:
+            values[key] = float(value)
+        except ValueError:
+            continue
+    if not any("Usage Rate" in k for k in values):
+        raise ParseError(source, T("no `… Usage Rate(%) : <number>` line"))
+    return Usages(values)
+
+
 # -- gathering ---------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class SubCommand:
-    """One `npu-smi info -t ...` query: its key/value pairs, or how it failed."""
+    """One `npu-smi info -t ...` query: its parsed value, or how it failed."""
 
     argv: tuple[str, ...]
-    pairs: tuple[tuple[str, str], ...] = ()
+    value: object = None
     failure: str | None = None  # how it failed (exit code and last line, or timeout)
     timed_out: bool = False
 
 
 @dataclass(frozen=True, eq=False)
 class NpuSmi:
-    """What npu-smi said; a failed or hung ``npu-smi info`` is kept, not raised."""
+    """What npu-smi said; a failed or hung ``npu-smi info`` is kept, not raised.
+
+    ``health`` holds ``-t health -i N -c C`` per chip of the table (both dies of an A3
+    card, both chips of a 310P Duo), ``boards`` ``-t board -i N`` per card."""
 
     argv: tuple[str, ...]
     result: CommandResult
     info: NpuSmiInfo | None = None
     parse_error: str | None = None
-    health: dict[int, SubCommand] = field(default_factory=dict)
-    board: SubCommand | None = None
+    health: dict[tuple[int, int], SubCommand] = field(default_factory=dict)
+    boards: dict[int, SubCommand] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -210,15 +318,37 @@ class NpuSmi:
     def output(self) -> str:
         return (self.result.stdout + b"\n" + self.result.stderr).decode("utf-8", "replace").strip()
 
+    @property
+    def board(self) -> NpuBoard | None:
+        """The first card that answered ``-t board`` (its chip name, driver, firmware)."""
+        for sub in self.boards.values():
+            if isinstance(sub.value, NpuBoard):
+                return sub.value
+        return None
 
-def _sub(host: Host, argv: list[str]) -> SubCommand:
+    def chip_health(self, npu: int, chip: int) -> ChipHealth | None:
+        sub = self.health.get((npu, chip))
+        return sub.value if sub is not None and isinstance(sub.value, ChipHealth) else None
+
+    @property
+    def hung(self) -> SubCommand | None:
+        for sub in [*self.health.values(), *self.boards.values()]:
+            if sub.timed_out:
+                return sub
+        return None
+
+
+def _sub(host: Host, argv: list[str], parse) -> SubCommand:
     res = host.run(argv, timeout=SMI_TIMEOUT_S, cap=256 * 1024)
     if not res.ok:
         return SubCommand(tuple(argv), failure=res.describe_failure(), timed_out=res.timed_out)
     try:
-        return SubCommand(tuple(argv), parse_npu_smi_kv(res.text, " ".join(argv)))
+        return SubCommand(tuple(argv), parse(res.text, " ".join(argv)))
     except ParseError as exc:
         return SubCommand(tuple(argv), failure=exc.reason)
+
+
+MAX_QUERIES = 64
 
 
 @provider
@@ -235,12 +365,17 @@ def gather_npu_smi(host: Host) -> NpuSmi:
         info = parse_npu_smi_info(res.text)
     except ParseError as exc:
         return NpuSmi(tuple(argv), res, parse_error=exc.reason)
-    health = {}
-    board = None
-    for npu in info.npu_ids[:64]:
-        health[npu] = _sub(host, ["npu-smi", "info", "-t", "health", "-i", str(npu)])
-        if health[npu].timed_out:  # one hang is enough: do not wait 15 s per NPU
-            return NpuSmi(tuple(argv), res, info, None, health, None)
-    if info.npu_ids:
-        board = _sub(host, ["npu-smi", "info", "-t", "board", "-i", str(info.npu_ids[0])])
-    return NpuSmi(tuple(argv), res, info, None, health, board)
+    health: dict[tuple[int, int], SubCommand] = {}
+    boards: dict[int, SubCommand] = {}
+    for c in info.chips[:MAX_QUERIES]:
+        sub = health[(c.npu, c.chip)] = _sub(
+            host, ["npu-smi", "info", "-t", "health", "-i", str(c.npu), "-c", str(c.chip)],
+            parse_health)
+        if sub.timed_out:  # one hang is enough: do not wait 15 s per chip
+            return NpuSmi(tuple(argv), res, info, None, health, boards)
+    for npu in info.npu_ids[:MAX_QUERIES]:
+        sub = boards[npu] = _sub(host, ["npu-smi", "info", "-t", "board", "-i", str(npu)],
+                                 lambda t, src, n=npu: parse_board(t, n, src))
+        if sub.timed_out:
+            break
+    return NpuSmi(tuple(argv), res, info, None, health, boards)

@@ -319,15 +319,15 @@ def _npu_rows(report: Report) -> list[dict]:
 
 
 def _npu_marks(report: Report) -> dict[tuple[Any, Any], dict[str, Any]]:
-    """The cells the npu checks found bad, by (npu, chip): ``temp`` and ``health`` → the
-    finding's status, ``ghosts`` → {pid: status} of exited processes still holding HBM."""
+    """The cells the npu checks found bad, by (npu, chip): ``temp``, ``health`` and ``ecc`` →
+    the finding's status, ``ghosts`` → {pid: status} of exited processes still holding HBM."""
     marks: dict[tuple[Any, Any], dict[str, Any]] = {}
     for r, f in report.findings():
         ev = f.evidence if isinstance(f.evidence, dict) else {}
         if f.status not in (Status.FAIL, Status.WARN):
             continue
-        if r.check_id in ("npu.temperature", "npu.health") and "npu" in ev:
-            key = "temp" if r.check_id == "npu.temperature" else "health"
+        if r.check_id in ("npu.temperature", "npu.health", "npu.ecc") and "npu" in ev:
+            key = {"npu.temperature": "temp", "npu.health": "health"}.get(r.check_id, "ecc")
             marks.setdefault((ev["npu"], ev.get("chip", 0)), {})[key] = f.status
         elif r.check_id == "npu.processes":
             for g in ev.get("ghosts") or ():
@@ -340,7 +340,8 @@ def _npu_marks(report: Report) -> dict[tuple[Any, Any], dict[str, Any]]:
 def _npu_table(out: _Out, rows: list[dict], lang: str = "en",
                marks: dict | None = None, glyph: dict[Status, str] | None = None) -> None:
     """One row per chip; a bad cell carries the status glyph of the finding that judged it
-    (≥ 75/85 °C, health not OK, an exited process holding HBM) and so does its row."""
+    (≥ 75/85 °C, health not OK, uncorrectable or rising ECC next to the HBM figures, an
+    exited process holding HBM) and so does its row."""
     glyph = glyph or GLYPHS
     marks = marks or {}
 
@@ -366,7 +367,10 @@ def _npu_table(out: _Out, rows: list[dict], lang: str = "en",
             text = _clean(pr)
             st = ghosts.get(text.split(" ", 1)[0])
             procs.append(mark(text, st) + (" " + tr(N_("exited"), lang) if st else ""))
-        states = [s for s in (m.get("temp"), hst, *ghosts.values()) if s is not None]
+        if m.get("ecc") is not None:  # npu.ecc: uncorrectable or rising ECC in this memory
+            hbm = mark(f"{hbm} ECC", m["ecc"])
+        states = [s for s in (m.get("temp"), hst, m.get("ecc"), *ghosts.values())
+                  if s is not None]
         row_st = max(states, key=lambda s: s.rank) if states else None
         table.append((glyph[row_st] if row_st else "", f"{c.get('npu')}",
                       f"{c.get('chip')} {_clean(c.get('name', ''))}", mark(health, hst),

@@ -163,3 +163,29 @@ def test_scorer_does_not_list_blind_threads() -> None:
     out = subprocess.run([sys.executable, str(SCORER), "--blind", "--detail"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and not out.stdout and "RULE.md" in out.stderr
+
+
+def test_scorer_counts_traced_lines_by_their_source_and_scores_the_verdict(tmp_path: Path) -> None:
+    from tests.corpus.threads import score
+
+    answer = {"confident": False, "not_confident_because": "weak",
+              "answers": [{"id": "ASC-LOG-001", "causes": []}],
+              "matches": [{"id": "ASC-LOG-001", "lines": [{"line": 1, "text": "x"}]}],
+              "error_lines": [{"line": 1, "source": "code-table", "traced_to": [{}]},
+                              {"line": 2, "source": None, "traced_to": []}]}
+    assert score.traced_lines(answer) == ({1}, "source")
+    # an older triage without error_lines: the lines its matches quote
+    old = {k: v for k, v in answer.items() if k != "error_lines"}
+    assert score.traced_lines(old) == ({1}, "matched")
+    # "no confident match" is no advice: scored none, whatever the first candidate says
+    thread = corpus.Thread(tmp_path / "t.toml", "tuning", "https://github.com/a/b/issues/1",
+                           "a/b", "npu-oom", "d", "x\ny", (1, 2))
+    fake = tmp_path / "fake-doctor"
+    fake.write_text("#!/bin/sh\ncat <<'EOF'\n" + json.dumps(answer) + "\nEOF\n")
+    fake.chmod(0o755)
+    r = score.score_one(thread, {}, [str(fake)])
+    assert (r.verdict, r.traced, r.mode, r.detail) == ("none", 1, "source", "weak")
+    confident = {**answer, "confident": True,
+                 "answers": [{"id": "ASC-LOG-004", "causes": ["npu-oom"]}]}
+    fake.write_text("#!/bin/sh\ncat <<'EOF'\n" + json.dumps(confident) + "\nEOF\n")
+    assert score.score_one(thread, {}, [str(fake)]).verdict == "right"

@@ -34,10 +34,11 @@ def test_one_npu_smi_collection_per_run(sysroot) -> None:
         snap = run_once(sysroot.host, options, FAULT_SAMPLING_CHECKS, 10.0, None, None)
         assert snap.report is not None, snap.error
         calls = Counter(open(log).read().splitlines())
-        # two NPUs in the table: info once, health per NPU once, board once, the card map
-        # once and ECC per chip once (all zero here: no second sample) — per run
-        assert calls == Counter({"info": n, "info -t health -i 0": n,
-                                 "info -t health -i 1": n, "info -t board -i 0": n,
+        # two NPUs in the table: info once, health per chip once, board per card once, the
+        # card map once and ECC per chip once (all zero here: no second sample) — per run
+        assert calls == Counter({"info": n, "info -t health -i 0 -c 0": n,
+                                 "info -t health -i 1 -c 0": n, "info -t board -i 0": n,
+                                 "info -t board -i 1": n,
                                  "info -m": n, "info -t ecc -i 0 -c 0": n,
                                  "info -t ecc -i 1 -c 0": n}), calls
     ids = {r.check_id for r in snap.report.results}

@@ -8,18 +8,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ascend_doctor.errors import ParseError
-from ascend_doctor.probes.hccn import (parse_gateway, parse_hccn_conf, parse_ip, parse_link,
-                                       parse_net_health, parse_optical, parse_pfc)
+from ascend_doctor.probes import hccn as hccn_probe
+from ascend_doctor.probes.hccn import (parse_dscp, parse_gateway, parse_hccn_conf, parse_ip,
+                                       parse_link, parse_net_health, parse_optical, parse_pfc)
+from ascend_doctor.probes.npusmi import (parse_board, parse_health, parse_npu_smi_info,
+                                         parse_usages)
 from ascend_doctor.probes.npusmi_detail import parse_ecc, parse_npu_smi_map
 from ascend_doctor.probes.pcie import parse_pci_link, parse_speed
 from tests.fixtures import hccn as H
+from tests.fixtures.capture import all_captures, read_capture
 from tests.fixtures.npusmi import ECC_A2, MAP_310P, MAP_A2, MAP_A3, ecc_with
 
 SAMPLES = [MAP_A2, MAP_A3, MAP_310P, ECC_A2, ecc_with(3, 1, 1), H.LINK_UP, H.LINK_DOWN,
            H.HEALTH_OK, H.HEALTH_FAULT, H.IP, H.GATEWAY, H.OPTICAL, H.OPTICAL_ABSENT, H.PFC,
-           H.CONF_A2, "16.0 GT/s PCIe\n", "8\n"]
+           H.CONF_A2, "16.0 GT/s PCIe\n", "8\n"] + [
+    read_capture(folder, path.name).text for folder, path in all_captures()]
 NAMED = [parse_npu_smi_map, parse_link, parse_net_health, parse_ip, parse_gateway, parse_optical,
-         parse_pfc, lambda t, s: parse_ecc(t, 0, 0, s)]
+         parse_pfc, lambda t, s: parse_ecc(t, 0, 0, s), parse_dscp, hccn_probe.parse_speed,
+         parse_health, parse_usages, lambda t, s: parse_board(t, 0, s), parse_npu_smi_info]
 
 
 @st.composite

@@ -40,6 +40,23 @@ def test_codes_found_in_the_ways_logs_print_them(line, table, code):
     assert (table, code) in [(h.code.table, h.code.code) for h in hits], hits
 
 
+def test_torch_npu_err_codes_name_the_sub_module_and_the_failure():
+    (hit,) = codes.codes_in("[ERROR] 2024-06-20-10:41:32 (PID:1, Device:-1, RankID:-1) "
+                            "ERR00008 PTA resource not found")
+    assert (hit.code.table, hit.code.code, hit.code.exact) == ("pta", "ERR00008", True)
+    assert "PTA" in hit.code.text() and "not found" in hit.code.text() and not hit.code.catchall
+    # a failed call into HCCL or AscendCL: the CANN line with it says why
+    (hit,) = codes.codes_in("ERR02200 DIST call hccl api failed.")
+    assert "DIST" in hit.code.text() and hit.code.catchall
+    assert codes.codes_in("ERR99999 UNKNOWN application exception") == []
+
+
+def test_internal_errors_are_catch_alls():
+    assert codes.lookup("cann", "EE9999").catchall and codes.lookup("acl", "500001").catchall
+    assert not codes.lookup("acl", "507014").catchall
+    assert not codes.lookup("cann", "EI0006").catchall
+
+
 def test_unlisted_codes_get_their_family_and_timestamps_are_no_codes():
     (hit,) = codes.codes_in("EE8888: something went wrong")
     assert not hit.code.exact and "runtime" in hit.code.text()
@@ -86,6 +103,23 @@ def test_every_shape_is_found_on_its_message():
     assert set(SHAPE_LINES) == set(shapes.shapes())
     for key, line in SHAPE_LINES.items():
         assert key in [h.key for h in shapes.shapes_in(line)], key
+
+
+def test_a_pasted_fragment_without_the_library_still_has_its_shape():
+    (hit,) = shapes.shapes_in("undefined symbol: MsprofSysCycleTime")
+    assert hit.key == "loader.undefined-symbol" and not hit.broad
+    assert hit.meaning["en"].startswith("a library was built against") and "{" not in hit.meaning["zh"]
+
+
+def test_broad_shapes_are_guesses_unless_a_variant_narrows_them():
+    (hit,) = shapes.shapes_in("ModuleNotFoundError: No module named 'foo.bar'")
+    assert hit.broad
+    (hit,) = shapes.shapes_in("ModuleNotFoundError: No module named 'torch_npu'")
+    assert not hit.broad
+    (hit,) = shapes.shapes_in("OSError: libfoo.so: cannot open shared object file")
+    assert hit.broad
+    (hit,) = shapes.shapes_in("OSError: libc_sec.so: cannot open shared object file")
+    assert not hit.broad and hit.causes == ("driver-lib-not-found",)
 
 
 def test_a_driver_library_is_the_driver_not_set_env():
@@ -300,6 +334,33 @@ def test_lint_rejects_a_code_group_wider_than_the_aliases():
     bad = _entry(signatures=[r"error code:(?P<code>5070\d\d)"], aliases=["507014"])
     probs = [str(p) for p in contradictions(bad)]
     assert any("507013" in p for p in probs) and not any("507014" in p for p in probs)
+
+
+def test_lint_rejects_set_env_for_the_drivers_libraries():
+    bad = _entry(title={"en": "libc_sec.so missing in the container", "zh": "x"},
+                 causes=["driver-lib-not-found"],
+                 steps=[{"en": "source it", "zh": "x",
+                         "cmd": "source /usr/local/Ascend/ascend-toolkit/set_env.sh"}])
+    assert any("no set_env.sh brings" in str(p) for p in contradictions(bad))
+    # the same step for a toolkit library is the fix
+    ok = _entry(title={"en": "libhccl.so missing", "zh": "x"}, causes=["cann-env-not-sourced"],
+                steps=bad["steps"])
+    assert contradictions(ok) == []
+    # an entry without cause keys is judged by the libraries it names
+    dcmi = _entry(cause={"en": "DCMI cannot be loaded: libdcmi.so is not mounted", "zh": "x"},
+                  steps=bad["steps"])
+    assert any("no set_env.sh brings" in str(p) for p in contradictions(dcmi))
+
+
+def test_lint_rejects_the_allocator_for_an_oom_that_is_not_fragmentation():
+    bad = _entry(causes=["npu-oom"], steps=[{"en": "Set the allocator:", "zh": "x",
+                                             "cmd": "export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True"}])
+    assert any("fragmentation" in str(p) for p in contradictions(bad))
+    stated = _entry(causes=["npu-oom"], steps=[{**bad["steps"][0],
+                                                "en": "Fragmented (reserved >> allocated):"}])
+    assert contradictions(stated) == []
+    named = _entry(causes=["npu-oom", "allocator-fragmentation"], steps=bad["steps"])
+    assert contradictions(named) == []
 
 
 def test_the_shipped_entries_pass_the_contradiction_rules():

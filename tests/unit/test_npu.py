@@ -13,8 +13,8 @@ from ascend_doctor.errors import ParseError
 from ascend_doctor.model import Status
 from ascend_doctor.probes.kbfact import gather_knowledge
 from ascend_doctor.probes.npusmi import kv_get, parse_npu_smi_info, parse_npu_smi_kv
-from tests.fixtures.npusmi import (A2, A3, COMMON, DCMI_8005, HEALTH_CHIP, HEALTH_OK, P310B,
-                                       P310P, with_temp_and_health)
+from tests.fixtures.npusmi import (A2, A3, COMMON, DCMI_8005, HEALTH_ALARM, HEALTH_CARD_OK,
+                                   HEALTH_CHIP, P310B, P310P, smi_stub, with_temp_and_health)
 
 NPU_CHECKS = ("npu.smi", "npu.health", "npu.temperature", "npu.hbm", "npu.processes")
 
@@ -53,7 +53,7 @@ def test_parse_310_layouts_without_hbm_column():
 
 
 def test_parse_kv_subcommands():
-    pairs = parse_npu_smi_kv(HEALTH_OK)
+    pairs = parse_npu_smi_kv(HEALTH_CARD_OK)
     assert kv_get(pairs, "Health") == ["OK", "OK"] and kv_get(pairs, "NPU ID") == ["0"]
     assert dict(parse_npu_smi_kv(COMMON))["Temperature(C)"] == "41"
     assert kv_get(parse_npu_smi_kv(HEALTH_CHIP), "Error Code") == ["80E21007"]
@@ -66,15 +66,8 @@ def test_garbage_is_a_named_parse_error():
         parse_npu_smi_kv("no pairs here\n")
 
 
-def smi_script(root, table: str, health_text: str = HEALTH_OK, rc: int = 0):
-    root.write("/opt/out/table.txt", table)
-    root.write("/opt/out/health.txt", health_text)
-    real = root.path("/opt/out")
-    root.script("/usr/local/bin/npu-smi",
-                f'case "$*" in\n  "info") cat {real}/table.txt; exit {rc};;\n'
-                f'  "info -t health -i "*) cat {real}/health.txt;;\n'
-                f'  "info -t board -i "*) printf "        Chip Name                      : 910B1\\n";;\n'
-                '  *) echo "unknown"; exit 2;;\nesac\n')
+def smi_script(root, table: str, health_text: str | None = None):
+    smi_stub(root, table, **({"health": health_text} if health_text else {}))
 
 
 def results(root, only=NPU_CHECKS):
@@ -112,12 +105,14 @@ def test_hot_warning_and_leaked_npu(sysroot):
 
 
 def test_health_detail_alarm_overrides_table_ok(sysroot):
-    smi_script(sysroot, A2, health_text=HEALTH_OK.replace("Health                         : OK\n"
-                                                           "        Health                         : OK",
-                                                           "Health                         : Alarm"))
+    smi_script(sysroot, A2, health_text=HEALTH_ALARM)
     res = results(sysroot, ("npu.health",))
     fails = [f for f in res["npu.health"].findings if f.status == Status.FAIL]
     assert len(fails) == 2 and all("Alarm" in f.message for f in fails)
+    # all three codes of the one `Error Code` line are named, with npu-smi's information
+    assert "A4025021, 8C03A000, 8C084E00" in fails[0].message
+    assert "ascend_monitor adda heart beat lost error" in fails[0].message
+    assert len(fails[0].evidence["error_information"]) == 3
 
 
 def test_hbm_over_90_percent_warns(sysroot):

@@ -16,7 +16,7 @@ from ascend_doctor.probes.npusmi import parse_npu_smi_info
 from ascend_doctor.probes.npusmi_detail import (EccSample, NpuDetail, parse_ecc,
                                                 parse_npu_smi_map)
 from tests.fixtures.npusmi import (A2, A3, ECC_A2, HEALTH_CHIP, MAP_310P, MAP_A2, MAP_A3,
-                                   ecc_with)
+                                   ecc_with, smi_stub)
 
 KNOW = gather_knowledge()
 
@@ -84,19 +84,19 @@ def test_ecc_unsupported_everywhere_is_a_skip_not_a_pass():
 
 def test_alarm_code_is_named_with_its_meaning():
     from ascend_doctor.host import CommandResult
-    from ascend_doctor.probes.npusmi import NpuSmi, SubCommand, parse_npu_smi_kv
+    from ascend_doctor.probes.npusmi import NpuSmi, SubCommand, parse_health
     info = parse_npu_smi_info(A2)
-    sub = SubCommand(("npu-smi", "info", "-t", "health", "-i", "1"), parse_npu_smi_kv(
+    sub = SubCommand(("npu-smi", "info", "-t", "health", "-i", "1", "-c", "0"), parse_health(
         HEALTH_CHIP.replace("80E21007", "0x80E01809")))
     smi = NpuSmi(("npu-smi", "info"), CommandResult(("npu-smi", "info"), 0, b"", b"", 0.1),
-                 info, None, {1: sub})
+                 info, None, {(1, 0): sub})
     (f,) = [f for f in health(smi, KNOW) if f.status != Status.PASS]
     assert f.status == Status.WARN and "0x80E01809" in f.message
     assert "multi-bit ECC errors during the HBM patrol" in f.message
     assert f.kb[0] == "ASC-HW-001" and "ASC-NPU-001" in f.kb
     # an undocumented code still names npu-smi's own Error Information
-    sub2 = SubCommand(sub.argv, parse_npu_smi_kv(HEALTH_CHIP.replace("80E21007", "81234567")))
-    smi2 = NpuSmi(smi.argv, smi.result, info, None, {1: sub2})
+    sub2 = SubCommand(sub.argv, parse_health(HEALTH_CHIP.replace("80E21007", "81234567")))
+    smi2 = NpuSmi(smi.argv, smi.result, info, None, {(1, 0): sub2})
     (g,) = [f for f in health(smi2, KNOW) if f.status != Status.PASS]
     assert "dmp_daemon node status detection abnormal" in g.message
     assert list(g.kb) == ["ASC-NPU-001"]
@@ -120,12 +120,15 @@ def ecc_script(root, texts: list[str], table: str = A2, map_text: str = MAP_A2):
     root.write("/opt/out/map.txt", map_text)
     real = root.path("/opt/out")
     last = len(texts) - 1
-    root.script("/usr/local/bin/npu-smi",
-                f'case "$*" in\n  "info") cat {real}/table.txt;;\n'
-                f'  "info -m") cat {real}/map.txt;;\n'
-                f'  "info -t ecc -i "*) n=$(cat {real}/n 2>/dev/null || echo 0); '
-                f'cat {real}/ecc$(( n > {last} ? {last} : n )).txt; echo $((n+1)) > {real}/n;;\n'
-                '  *) echo "unknown"; exit 2;;\nesac\n')
+    smi_stub(root, table, extra=(
+        f'  "info -m") cat {real}/map.txt;;\n'
+        f'  "info -t ecc -i "*) n=$(cat {real}/n 2>/dev/null || echo 0); '
+        f'cat {real}/ecc$(( n > {last} ? {last} : n )).txt; echo $((n+1)) > {real}/n;;\n'))
+
+
+def _smi_pass(res):
+    (f,) = [f for f in res["npu.smi"].findings if f.status == Status.PASS]
+    return f
 
 
 def _run(root, only=("npu.ecc", "npu.smi")):
@@ -140,15 +143,15 @@ def test_ecc_rising_between_two_samples_in_one_run(sysroot):
     res = _run(sysroot)
     ws = [f for f in res["npu.ecc"].findings if f.status == Status.WARN]
     assert len(ws) == 1 and ws[0].subject == "NPU 1 chip 0" and "from 3 to 7" in ws[0].message
-    rows = res["npu.smi"].findings[0].evidence["chips"]
+    rows = _smi_pass(res).evidence["chips"]
     assert rows[1]["bad"] == ["ecc"] and rows[0]["logic_id"] == 0 and rows[1]["logic_id"] == 1
-    assert res["npu.smi"].findings[0].evidence["map_error"] is None
+    assert _smi_pass(res).evidence["map_error"] is None
 
 
 def test_map_failure_is_named_not_silent(sysroot):
     ecc_script(sysroot, [ECC_A2], map_text="        NPU编号   芯片编号\n")
-    (f,) = _run(sysroot, ("npu.smi",))["npu.smi"].findings
-    assert f.status == Status.PASS and "Chip Logic ID" in f.evidence["map_error"]
+    f = _smi_pass(_run(sysroot, ("npu.smi",)))
+    assert "Chip Logic ID" in f.evidence["map_error"]
     assert all(r["logic_id"] is None for r in f.evidence["chips"])
 
 
@@ -162,7 +165,7 @@ def test_ecc_sub_command_failing_or_foreign_is_named(sysroot):
     res = _run(sysroot, ("npu.ecc",))
     fs = res["npu.ecc"].findings
     (f,) = fs  # neither chip answered in the expected language/format: a named skip
-    assert f.status == Status.SKIP and "-i 0 -c 0" in f.message and "ECC counter" in f.message
+    assert f.status == Status.SKIP and "-i 0 -c 0" in f.message and "English key" in f.message
     # one chip answers, the other fails: the failure is a warn naming its command
     sysroot.write("/opt/out/ecc.txt", ECC_A2)
     sysroot.script("/usr/local/bin/npu-smi",
@@ -185,3 +188,19 @@ def test_ecc_hang_is_an_error(sysroot, monkeypatch):
                    '  *) echo "unknown"; exit 2;;\nesac\n')
     res = _run(sysroot, ("npu.ecc",))
     assert [f.status for f in res["npu.ecc"].findings] == [Status.ERROR]
+
+
+def test_the_report_table_marks_the_chip_whose_ecc_is_bad(sysroot):
+    import io
+
+    from ascend_doctor.report.text import render
+    ecc_script(sysroot, [ECC_A2, ecc_with(double=2, isolated=1)])
+    rep = run(sysroot.host(), config=RunConfig(only=("npu.smi", "npu.ecc")))
+    buf = io.StringIO()
+    render(rep, buf, lang="en")
+    lines = buf.getvalue().splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["NPU", "chip"])
+    npu0, npu1 = lines[header + 1], lines[header + 2]
+    assert "ECC" not in npu0
+    # the glyph of the failing npu.ecc finding (ASCII on a non-UTF-8 stream) on the cell and row
+    assert "MB (32 %) ECC [x]" in npu1 and npu1.split()[0] == "[x]"

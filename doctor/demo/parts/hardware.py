@@ -4,8 +4,9 @@ The node-level hardware fault: NPU device 5's optical module is not seated, so i
 port is DOWN and its network detection fails — one problem (``hccn.roce``) with three
 findings (hccn.optical, hccn.link, hccn.net_health). Everything else is healthy so each
 check shows what a pass looks like: every chip's ECC counters are zero, /etc/hccn.conf gives
-eight addresses in one /24, PFC is on priority 3, the PCIe links run x16 at 16 GT/s.
-Formats: tests/fixtures/npusmi (map, ecc) and tests/fixtures/hccn, with their sources.
+eight addresses in one /24, PFC is on priority 4 (where HCCL's default DSCP 33 maps),
+the RoCE ports run at 200 GE, the PCIe links run x16 at 16 GT/s.
+Formats: tests/fixtures/npusmi and tests/fixtures/hccn (captured/ holds the cited real outputs).
 """
 
 from __future__ import annotations
@@ -43,12 +44,21 @@ def hccn_conf() -> str:
     return "\n".join(out) + "\n"
 
 
-OPTICAL = """present              : present
-Vendor Name          : HUAWEI
-Temperature          : 43 C
-Tx Power             : 0.9806 mW
-Rx Power             : 1.0823 mW
+OPTICAL = """optical info:
+present              : present
+temperature          : 43 C
+high power enable reg: enabled
+vendor name          : HUAWEI
+xsfp identifier      : QSFP+ or later
+Tx Power0            : 0.9806 mW
+Rx Power0            : 1.0823 mW
 """
+
+
+def dscp_map() -> str:
+    """``hccn_tool -dscp_to_tc -g`` (``%4s%8s`` header, ``%4d%8u`` rows): tc = dscp / 8, so
+    HCCL's default DSCP 33 lands in TC 4, where PFC is on."""
+    return "".join(["%4s%8s\n" % ("dscp", "tc")] + ["%4d%8u\n" % (i, i >> 3) for i in range(64)])
 
 
 def build(w: BundleWriter) -> None:
@@ -63,11 +73,13 @@ def build(w: BundleWriter) -> None:
         w.command(tool + ["-net_health", "-g"],
                   f"net health status: {'Fault' if down else 'Success'}\n")
         w.command(tool + ["-ip", "-g"], f"ipaddr:{NET}.{101 + d}\nnetmask:255.255.255.0\n")
-        w.command(tool + ["-gateway", "-g"], f"default gateway:{NET}.1, ifname:eth{d}\n")
+        w.command(tool + ["-gateway", "-g"], f"default gateway:{NET}.1, Iface:eth{d}\n")
         w.command(tool + ["-optical", "-g"],
-                  "present              : not present\n" if down else OPTICAL)
-        w.command(tool + ["-pfc", "-g"], "PFC configuration:\npriority   : 0 1 2 3 4 5 6 7\n"
-                                         "enable     : 0 0 0 1 0 0 0 0\n")
+                  "optical info:\npresent              : not present\n" if down else OPTICAL)
+        w.command(tool + ["-pfc", "-g"], "PFC configuration:\npriority   0 1 2 3 4 5 6 7\n"
+                                         "enabled    0 0 0 0 1 0 0 0\n")
+        w.command(tool + ["-speed", "-g"], "Speed: Unknown!\n" if down else "Speed: 200000 Mb/s\n")
+        w.command(tool + ["-dscp_to_tc", "-g"], dscp_map())
     for i, bus in enumerate(BUSES[:NPUS]):
         base = f"/sys/bus/pci/devices/0000:{bus}:00.0"
         for name, value in (("vendor", "0x19e5"), ("device", "0xd802"), ("class", "0x120000"),

@@ -105,22 +105,26 @@ def npu_smi_info() -> str:
 
 
 def health(i: int) -> str:
+    """``npu-smi info -t health -i N -c 0`` in its per-chip layout (captured in
+    tests/fixtures/npusmi/captured/health-ok-faultdiag.txt); NPU 5 in Warning, no code."""
     h = "Warning" if i == WARN_NPU else "OK"
-    return (f"        NPU ID                         : {i}\n"
-            "        Chip Count                     : 1\n\n"
-            "        Chip ID                        : 0\n"
-            f"        Health                         : {h}\n"
-            f"        Health                         : {h}\n"
-            "        Chip Name                      : MCU\n")
+    return (f"\t{'Health Status':<30} : {h}\n"
+            f"\t{'Error Code':<30} : NA\n"
+            f"\t{'Error Information':<30} : NA\n")
 
 
-BOARD = """        NPU ID                         : 0
-        Chip Count                     : 1
-        Chip ID                        : 0
-        Chip Type                      : Ascend
-        Chip Name                      : 910B4
-        NPU Name                       : 910B4
-"""
+def board(i: int) -> str:
+    """``npu-smi info -t board -i N`` (card level, as in tests/fixtures/npusmi/captured/
+    board-card-910a.txt): the running driver 23.0.3 and the installed firmware."""
+    buses = ["C1", "C2", "81", "82", "01", "02", "41", "42"]
+    rows = [("NPU ID", str(i)), ("Software Version", "23.0.3"),
+            ("Firmware Version", "7.5.0.1.129"), ("Compatibility", "OK"), ("Board ID", "0x22"),
+            ("PCB ID", "A"), ("BOM ID", "1"), ("PCIe Bus Info", f"0000:{buses[i]}:00.0"),
+            ("Slot ID", str(i)), ("Class ID", "NA"), ("PCI Vendor ID", "0x19E5"),
+            ("PCI Device ID", "0xD802"), ("Subsystem Vendor ID", "0x0200"),
+            ("Subsystem Device ID", "0x0100"), ("Chip Count", "1")]
+    return "".join(f"\t{k:<30} : {v}\n" for k, v in rows)
+
 
 IMPORT_TRACEBACK = f"""Traceback (most recent call last):
   File "<string>", line 1, in <module>
@@ -156,8 +160,9 @@ def build(w: BundleWriter) -> None:
     # npu-smi and its key/value sub-commands
     w.command(["npu-smi", "info"], npu_smi_info())
     for i in range(NPUS):
-        w.command(["npu-smi", "info", "-t", "health", "-i", str(i)], health(i))
-    w.command(["npu-smi", "info", "-t", "board", "-i", "0"], BOARD)
+        w.command(["npu-smi", "info", "-t", "health", "-i", str(i), "-c", "0"], health(i))
+    for i in range(NPUS):
+        w.command(["npu-smi", "info", "-t", "board", "-i", str(i)], board(i))
     # the vLLM workers themselves are declared by parts/service.py (pids 4731..4738)
     # device nodes: root:HwHiAiUser (gid 1000), 0660
     for i in range(NPUS):

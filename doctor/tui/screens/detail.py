@@ -19,10 +19,12 @@ from ..widgets.render import status_piece
 
 HEADINGS = {"en": {"cause": "Cause", "steps": "Steps", "advice": "Notes", "sources": "Sources",
                    "none": "No knowledge-base entry for this finding.", "fix": "Fix",
-                   "answer": "Answer from", "confidence": "confidence"},
+                   "answer": "Answer from", "confidence": "confidence",
+                   "not_confident": "not confident: a candidate, not the answer"},
             "zh": {"cause": "原因", "steps": "处理步骤", "advice": "说明", "sources": "来源",
                    "none": "该结果没有知识库条目。", "fix": "修复",
-                   "answer": "答案来源", "confidence": "置信度"}}
+                   "answer": "答案来源", "confidence": "置信度",
+                   "not_confident": "不确定：仅为候选，并非答案"}}
 
 
 def kb_markdown(finding: Finding, lang: str) -> str:
@@ -52,7 +54,9 @@ def kb_markdown(finding: Finding, lang: str) -> str:
     if isinstance(ans, dict) and ans.get("source"):  # logs: curated, code table, shape, template
         conf = ans.get("confidence")
         parts.append(f"*{h['answer']}: {ans['source']} ({ans.get('how', '')})"
-                     + (f", {h['confidence']} {conf}" if conf is not None else "") + "*")
+                     + (f", {h['confidence']} {conf}" if conf is not None else "")
+                     + (f", {h['not_confident']}" if ans.get("confident") is False else "")
+                     + "*")
     return "\n\n".join(parts) if parts else h["none"]
 
 

@@ -4,11 +4,14 @@
     python tests/corpus/threads/score.py --part tuning --detail
 
 Each thread's pasted log goes through the real console script (`ascend-doctor triage --json`).
-The first entry is *right* when its cause keys contain the thread's key, *wrong advice* when
-they do not, *no match* when nothing matched. Cause keys of an entry: a `causes` list in the
-triage answer, else the entry's `causes` field in knowledge/*.toml, else ENTRY_CAUSES.toml.
-Error lines are *traced* when triage says where the line came from (a per-line `source`,
-`origin` or `layer`); while triage has no such field, a line counts when a match quotes it.
+The first answer is *right* when its cause keys contain the thread's key, *wrong advice* when
+they do not, *no match* when nothing matched or triage said "no confident match"
+(`confident: false`: it then gives no advice to act on). Cause keys of an answer: its
+`causes` list in the triage answer, else the entry's `causes` field in knowledge/*.toml, else
+ENTRY_CAUSES.toml. An older triage without `confident` is scored on its first `matches` entry.
+Error lines are *traced* when triage says where the line came from (`error_lines[]`, each
+with a `source` layer: curated entry, error-code table, message shape, source template);
+with a triage that has no such field, a line counts when a match quotes it.
 """
 
 from __future__ import annotations
@@ -121,6 +124,10 @@ def _walk(obj: Any) -> Iterable[dict[str, Any]]:
 def traced_lines(answer: dict[str, Any]) -> tuple[set[int], str]:
     """Line numbers triage accounts for, and how: per-line provenance when the answer has it
     anywhere, else the lines its matches quote."""
+    per_line = answer.get("error_lines")
+    if isinstance(per_line, list):
+        return {d["line"] for d in per_line if isinstance(d, dict) and isinstance(
+            d.get("line"), int) and any(d.get(k) for k in PROVENANCE_KEYS)}, "source"
     with_prov = [d for d in _walk(answer)
                  if isinstance(d.get("line"), int) and any(k in d for k in PROVENANCE_KEYS)]
     if with_prov:
@@ -151,10 +158,18 @@ def score_one(thread: Thread, causes: dict[str, tuple[str, ...]], cmd: list[str]
                       detail=f"not JSON: {exc}")
     lines, mode = traced_lines(answer)
     traced = sum(n in lines for n in thread.error_lines)
-    matches = answer.get("matches") or []
-    if not matches:
-        return Result(name, thread.cause, "none", None, (), len(thread.error_lines), traced, mode)
-    first = matches[0]
+    if "confident" in answer:  # the verdict triage gives: no advice unless confident
+        answers = answer.get("answers") or []
+        if not answer["confident"] or not answers:
+            return Result(name, thread.cause, "none", None, (), len(thread.error_lines),
+                          traced, mode, detail=str(answer.get("not_confident_because") or ""))
+        first = answers[0]
+    else:
+        matches = answer.get("matches") or []
+        if not matches:
+            return Result(name, thread.cause, "none", None, (), len(thread.error_lines),
+                          traced, mode)
+        first = matches[0]
     keys = tuple(first["causes"]) if isinstance(first.get("causes"), list) else \
         causes.get(first["id"], ())
     verdict = "right" if thread.cause in keys else "wrong"
@@ -194,7 +209,7 @@ def _pct(a: int, b: int) -> str:
 def render(table: Table, detail: bool = False) -> str:
     d = table.as_dict()
     n = d["threads"]
-    mode = {"source": "a per-line source in triage --json",
+    mode = {"source": "the per-line source of triage --json error_lines",
             "matched": "lines quoted by a match (triage gives no per-line source yet)"}
     rows = [
         f"triage on the thread corpus, part {d['part']}: {n} threads, {d['date']}, "
