@@ -4,14 +4,16 @@ Side by side in one run, on SchedulerOutputs recorded from the miniature V1 sche
 (vLLM 0.11 attribute names; block_size 128, up to 256 live requests, long prompts with
 shared system prefixes, preemption):
 
-* ``record_v1`` (build the line, json-encode, one os.write per step) vs the bare
-  ``json.dumps`` of the same data (the least any JSON recorder must pay);
+* ``record_v1`` (build the line, json-encode, buffer it; one os.write per 64 steps, the
+  plugin's default batch) vs the bare ``json.dumps`` of the same data (the least any JSON
+  recorder must pay);
 * the same with sampling every 8 steps (full tables from ``get_block_ids``);
 * the replay (parse + rebuild tables + invariants) vs ``json.loads`` of the same lines.
 
 The scheduler step of the miniature scheduler is printed as context only: a real vLLM
 step adds the model forward pass (tens of milliseconds on an NPU), so the audit's share
-of a real step is smaller still.
+of a real step is smaller still. What the plugin costs a real engine (latency, with the GIL
+shared with vLLM's output thread) is bench/bench_plugin.py.
 """
 
 from __future__ import annotations

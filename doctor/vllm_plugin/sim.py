@@ -339,4 +339,7 @@ def run(sched: MiniScheduler, max_steps: int = 100_000) -> int:
         out = sched.schedule()
         sched.update_from_output(out)
         steps += 1
+    from .recorder import flush_all
+
+    flush_all()  # the engine is idle: its last batch is written (the background flush)
     return steps

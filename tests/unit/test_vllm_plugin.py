@@ -65,6 +65,9 @@ class FakeScheduler:
 
 
 def lines(path) -> list[dict]:
+    from ascend_doctor.vllm_plugin.recorder import flush_all
+
+    flush_all()  # lines are written in batches (64 steps or 500 ms): write them before reading
     return [json.loads(x) for x in Path(path).read_text().splitlines()]
 
 
