@@ -412,6 +412,8 @@ class _HsEngine:
         return {rfind(b"\n", 0, to - 1) + 1 for to in ends}
 
 
+SMALL_BLOCK = 8 << 10  # below, the line-by-line test is faster than the engine (measured)
+HS_AFTER = 512 << 10  # bytes read before the accelerated engine is worth loading (measured)
 
 
 def cased(text: str) -> bool:
@@ -561,12 +563,19 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
     """(line number, line) of every line ``pre.candidate`` accepts (with ``every``: every
     line), decoded; ``result`` gets the line count, the last stats line and the cuts.
     ``patterns``: byte regexes whose lines are kept too (EVENT_PATTERN)."""
-    n = 0
+    # Hyperscan costs 15-80 ms to import and compile: loaded only once the read passes
+    # HS_AFTER bytes (both engines give the same lines; an explicit choice holds from the start)
+    auto = engine is None and not os.environ.get("ASCEND_DOCTOR_SCAN_ENGINE")
+    if engine is None and not auto:
+        engine = scan_engine(pre.literals, patterns=patterns)
+    n, read = 0, 0
     deadline = time.monotonic() + READ_BUDGET_S
     for block in bounded_blocks(fh, size, result, deadline):
-        if engine is None and not (every or pre.always):  # built when a block needs it
-            engine = scan_engine(pre.literals, patterns=patterns)
-        if every or pre.always or isinstance(engine, _LineEngine):
+        read += len(block)
+        if auto and read > HS_AFTER:
+            engine, auto = scan_engine(pre.literals, patterns=patterns), False
+        if every or pre.always or isinstance(engine, _LineEngine) or \
+                (auto and len(block) < SMALL_BLOCK):
             for raw in _split_nl(block):  # the line-by-line path
                 n += 1
                 line = raw.decode("utf-8", "replace")
@@ -578,7 +587,8 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
                     yield n, line
             result.lines = n
             continue
-        assert isinstance(engine, (_PyEngine, _HsEngine))
+        if engine is None:
+            engine = _PyEngine(_minimal(pre.literals), patterns)
         # the engine's lines hold a literal as found (or a pattern): no second test; lines
         # with a character that folds to ASCII get the exact test
         found = engine.line_starts(block)

@@ -102,17 +102,20 @@ def test_scan_equals_line_by_line(lines, ends, last_newline, block):
     try:
         for engine in _engines():
             assert _new(data, engine) == want, engine.name
-        assert _new(data, None) == want  # no engine named: the default one
+        assert _new(data, None) == want  # no engine named: blocks under SMALL_BLOCK by line
     finally:
         logs_probe.BLOCK = saved
 
 
-def test_every_corpus_log_is_scanned_as_the_stream_reads_it(monkeypatch):
-    """The demo's log, every corpus log and odd line ends: the default engine, each named
-    engine and the stream give the same entries, counts, line numbers and stats."""
+def test_a_small_log_is_scanned_by_line_as_the_engine_scans_it(monkeypatch):
+    """Under SMALL_BLOCK no engine is built (its literal list costs more than the scan):
+    the demo's log and every corpus log give what the engine path and the stream give."""
     from ascend_doctor.demo.parts.service import SERVER_LOG
 
     monkeypatch.delenv("ASCEND_DOCTOR_SCAN_ENGINE", raising=False)
+    built = []
+    real = logs_probe._minimal
+    monkeypatch.setattr(logs_probe, "_minimal", lambda lits: built.append(1) or real(lits))
     corpus = Path(__file__).resolve().parents[1] / "corpus"
     logs = [SERVER_LOG.encode()] + [p.read_bytes() for p in sorted(corpus.rglob("*"))
                                     if p.suffix in (".txt", ".log")]
@@ -120,12 +123,17 @@ def test_every_corpus_log_is_scanned_as_the_stream_reads_it(monkeypatch):
     odd = ["EZ9999 a\rEI0006: Getting socket times out.", "x\x0cEZ9999\x1cEI0006 b",
            "EI0006\u2028EZ9999\x85 c", "\r\rEZ9999 d\r", STATS + "\rEZ9999"]
     logs.append(("\n".join(odd) + "\nEZ9999 last").encode())
-    assert len(logs) > 20
+    small = 0
     for data in logs:
         want = _old(data)
+        built.clear()
         assert _new(data, None) == want
+        if len(data) < logs_probe.SMALL_BLOCK:
+            small += 1
+            assert built == []
         for engine in _engines():
             assert _new(data, engine) == want, engine.name
+    assert small > 20
 
 
 @pytest.fixture
@@ -182,6 +190,29 @@ def test_the_environment_picks_the_engine(monkeypatch):
     pytest.importorskip("hyperscan")
     monkeypatch.setenv("ASCEND_DOCTOR_SCAN_ENGINE", "hyperscan")
     assert isinstance(scan_engine(PRE.literals), _HsEngine)
+
+
+def test_the_accelerator_loads_only_once_a_log_is_large(monkeypatch):
+    """No engine named: a log under HS_AFTER bytes is scanned in pure Python (loading
+    hyperscan would cost more than the scan); a larger one loads the chosen engine once, at
+    the block that crosses the mark, and the findings are the same either way."""
+    monkeypatch.delenv("ASCEND_DOCTOR_SCAN_ENGINE", raising=False)
+    picked: list[str] = []
+    real = logs_probe.scan_engine
+
+    def spy(literals, prefer=None, patterns=()):
+        e = real(literals, prefer, patterns)
+        picked.append(e.name)
+        return e
+    monkeypatch.setattr(logs_probe, "scan_engine", spy)
+    unit = ("\n".join(REAL) + "\n" + STATS + "\n").encode()
+    small = unit * max(1, (logs_probe.HS_AFTER // 2) // len(unit))
+    got = _new(small, None)
+    assert picked == [] and got == _old(small)
+    monkeypatch.setattr(logs_probe, "BLOCK", 64 << 10)  # several blocks before the mark
+    large = unit * (logs_probe.HS_AFTER // len(unit) + 2)
+    got = _new(large, None)
+    assert len(picked) == 1 and got == _old(large), picked
 
 
 def _minimal_pairwise(literals: list[str]) -> list[bytes]:
