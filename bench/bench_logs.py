@@ -5,18 +5,23 @@ The log (``realistic_log``) is built from the real vLLM server's own output in
 tests/corpus/realvllm (its start-up banner and its tracebacks) and the real failure lines of
 tests/corpus/triage, in the proportions of a busy server: ~40 % ``Received request …
 prompt:`` lines with 3 prompts in 8 Chinese or Japanese, ~40 % access lines, stats and
-scheduler lines, warnings, and a traceback every 50 000 lines.
+scheduler lines, warnings, and a traceback every 50 000 lines (~400 bytes a line).
 
 Rows: ``triage FILE --json`` and the logs check's scan (``match_file``), each with the
 engines available (Hyperscan, pure Python), at 10⁴, 10⁵ and 10⁶ lines, each writing its
-output to a file as grep does; plus a newline-free 1 GiB stream (generated lazily through a
-pipe, never written) for the bounded-memory row. The peer's pattern is the signatures
-converted to POSIX ERE (``grep_pattern``: ``\\d`` inside brackets becomes ``0-9``, not
-``[0-9]``), and ``peer_agrees`` checks grep finds the lines the signatures find.
+output to a file as grep does; the plain line-by-line path (``ASCEND_DOCTOR_SCAN_ENGINE=line``,
+what the engines are speed code over) at 10⁵ (quick) or 10⁶; growth rows (time, peak RSS,
+lines/s) of the default engine at 10⁵, 10⁶ and, with ``BENCH_LOGS_10M=1``, 10⁷ lines (4 GB,
+minutes); plus a newline-free 1 GiB stream (generated lazily through a pipe, never written)
+for the bounded-memory row. The peer's pattern is the signatures converted to POSIX ERE
+(``grep_pattern``: ``\\d`` inside brackets becomes ``0-9``, not ``[0-9]``), and
+``peer_agrees`` checks grep finds the very lines ours finds (and, up to 10⁵ lines, that the
+engines find the plain path's lines).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -217,25 +222,47 @@ def grep_pattern() -> str:
     return "|".join(f"({to_ere(s)})" for s in knowledge.load().signatures())
 
 
-def signature_lines(path: Path) -> set[int]:
-    """Line numbers any signature matches (the reference grep must agree with)."""
+def our_signature_lines(path: Path, engine: str) -> set[int]:
+    """Line numbers any signature matches among the lines the scan engine hands on (what
+    triage and the logs check match)."""
     from ascend_doctor import knowledge
+    from ascend_doctor.probes.logmatch import prefilter
+    from ascend_doctor.probes.logs import LogScan, scan_engine, scan_lines
 
     kb = knowledge.load()
     rxs = [rx for e in kb.entries.values() for rx in e.compiled]
-    with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:
-        return {n for n, line in enumerate(fh, 1) if any(r.search(line) for r in rxs)}
+    pre = prefilter(kb)
+    with open(path, "rb") as fh:
+        return {n for n, line in scan_lines(fh, None, pre, LogScan(),
+                                            scan_engine(pre.literals, engine))
+                if any(r.search(line) for r in rxs)}
 
 
-def peer_agrees(path: Path) -> tuple[set[int], set[int]]:
-    """(lines the signatures match that grep misses, lines grep adds): the first must be
-    empty; the second holds lines only a dropped lookaround or a wider class lets through."""
+def grep_lines(path: Path) -> set[int]:
     env = {**os.environ, "LC_ALL": "C.UTF-8"}
     r = subprocess.run(["grep", "-E", "-n", "-i", grep_pattern(), str(path)],
                        capture_output=True, env=env, check=False)
-    got = {int(ln.split(b":", 1)[0]) for ln in r.stdout.splitlines() if ln}
-    want = signature_lines(path)
-    return want - got, got - want
+    return {int(ln.split(b":", 1)[0]) for ln in r.stdout.splitlines() if ln}
+
+
+def peer_agrees(path: Path, full: bool = False) -> str:
+    """Whether grep finds the lines ours finds (each engine); with ``full``, also whether
+    the engines find the lines the plain path finds (every line decoded and tested). A note
+    for the row; raises when an engine and the plain path differ (a bug, not a result)."""
+    got = grep_lines(path)
+    ours = {eng: our_signature_lines(path, eng) for eng in engines()}
+    if full:
+        want = our_signature_lines(path, "line")
+        for eng, lines in ours.items():
+            if lines != want:
+                raise AssertionError(f"{eng} engine: {len(want - lines)} lines missed, "
+                                     f"{len(lines - want)} added against the plain path")
+    ref = ours["python"]
+    if all(lines == ref for lines in ours.values()) and got == ref:
+        return f"grep and ours match the same {len(ref)} lines" + (
+            " (= the plain path's)" if full else "")
+    return (f"grep misses {len(ref - got)} of our {len(ref)} lines, adds {len(got - ref)}; "
+            + ", ".join(f"{e}: {len(v)}" for e, v in ours.items()))
 
 
 def endless_line(gib: float = 1.0) -> dict:
@@ -279,44 +306,107 @@ def engines() -> list[str]:
     return out + ["python"]
 
 
+_LIFTED = ("import sys, ascend_doctor.probes.logs as l; l.READ_BUDGET_S = 1e9; "
+           "from ascend_doctor.cli import main; sys.argv[0] = 'ascend-doctor'; main()")
+
+
+def growth(sizes: "tuple[int, ...]", d: str, env: dict) -> list[dict]:
+    """Triage (default engine, pure Python when hyperscan is absent: ``python``) at each
+    size, one run against one grep run: time, peak RSS, lines/s. The shipped command stops
+    reading after READ_BUDGET_S (40 s): these runs lift it in-process to measure the scan."""
+    ere = grep_pattern()
+    grep_env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    rows = []
+    cpu: dict = {}
+    for lines in sizes:
+        log = Path(d) / f"growth-{lines}.log"
+        realistic_log(log, lines)
+        size = log.stat().st_size / 2**20
+        tenv = {**env, "ASCEND_DOCTOR_SCAN_ENGINE": "python"}
+        ours, peer, ratio = measure_pair(
+            [sys.executable, "-c", _LIFTED, "triage", str(log), "--json"],
+            ["grep", "-E", "-n", "-i", ere, str(log)], 1, env=tenv, peer_env=grep_env,
+            stdout_dir=d, ok_codes=(0, 1), warm=False, cpu=cpu)
+        with open(os.path.join(d, "ours.out")) as fh:
+            read = json.load(fh)["lines"]
+        rows.append(_row(f"growth: triage FILE, {lines:,} lines ({size:,.0f} MiB), python engine, "
+                         "read budget lifted", ours, peer, ratio,
+                         f"{read:,} lines read, {read / ours[0]:,.0f} lines/s; one run each",
+                         cpu))
+        log.unlink()
+    return rows
+
+
 def run(quick: bool = False) -> list[dict]:
-    sizes = (10_000, 100_000) if quick else (10_000, 100_000, 1_000_000)
+    """Quick: 10⁵ (3 pairs, the plain path too) and 10⁶ lines (one pair, triage only)."""
+    sizes = (100_000, 1_000_000) if quick else (10_000, 100_000, 1_000_000)
+    plain_at = 100_000 if quick else 1_000_000
     ere = grep_pattern()
     env = pyc_envs()["warm"]  # measure_pair's warm-up run fills the .pyc cache
     grep_env = {**os.environ, "LC_ALL": "C.UTF-8"}
     rows = []
+    cpu: dict = {}
     with tempfile.TemporaryDirectory() as d:
         for lines in sizes:
             log = Path(d) / f"server-{lines}.log"
             realistic_log(log, lines)
             size = log.stat().st_size / 2**20
             grep = ["grep", "-E", "-n", "-i", ere, str(log)]
-            n = 3 if quick or lines >= 1_000_000 else 5
-            missed, added = peer_agrees(log)
-            agree = f"grep misses {len(missed)} signature lines, adds {len(added)}"
+            n = (1 if lines >= 1_000_000 else 3) if quick else (3 if lines >= 1_000_000 else 5)
+            agree = peer_agrees(log, full=lines <= 100_000)
             for eng in engines():
                 tenv = {**env, "ASCEND_DOCTOR_SCAN_ENGINE": eng}
                 ours, peer, ratio = measure_pair(
                     [sys.executable, "-m", "ascend_doctor", "triage", str(log), "--json"], grep,
-                    n, env=tenv, peer_env=grep_env, stdout_dir=d, ok_codes=(0, 1))
+                    n, env=tenv, peer_env=grep_env, stdout_dir=d, ok_codes=(0, 1), cpu=cpu)
                 rows.append(_row(f"triage FILE, {lines:,} lines ({size:.0f} MiB), {eng} engine",
-                                 ours, peer, ratio, agree))
+                                 ours, peer, ratio, f"{agree}; {lines / ours[0]:,.0f} lines/s",
+                                 cpu))
+                if quick and lines >= 1_000_000:
+                    continue
                 ours, peer, ratio = measure_pair(
                     [sys.executable, "-c", _CHECK.format(repo=str(REPO)), str(log), eng], grep,
-                    n, env=env, peer_env=grep_env, stdout_dir=d)
-                rows.append(_row(f"logs check, {lines:,} lines, {eng} engine", ours, peer, ratio,
-                                 agree))
+                    n, env=env, peer_env=grep_env, stdout_dir=d, cpu=cpu)
+                tail = " (reads the last 256 MiB: TAIL_BYTES)" if size > 256 else ""
+                rows.append(_row(f"logs check, {lines:,} lines, {eng} engine{tail}", ours, peer,
+                                 ratio, agree, cpu))
+            if lines == plain_at:  # the plain path: every line decoded and tested
+                tenv = {**env, "ASCEND_DOCTOR_SCAN_ENGINE": "line"}
+                ours, peer, ratio = measure_pair(
+                    [sys.executable, "-c", _LIFTED, "triage", str(log), "--json"], grep, 1,
+                    env=tenv, peer_env=grep_env, stdout_dir=d, ok_codes=(0, 1), warm=False,
+                    cpu=cpu)
+                rows.append(_row(f"triage FILE, {lines:,} lines ({size:.0f} MiB), plain "
+                                 "line-by-line path (no engine), read budget lifted", ours, peer,
+                                 ratio, "what the engines are speed code over; one run each",
+                                 cpu))
             log.unlink()
+        if os.environ.get("BENCH_LOGS_10M"):  # minutes: opt-in (or bench_logs.py --growth)
+            rows += growth((10_000_000,), d, env)
     rows.append(endless_line(0.25 if quick else 1.0))
     return rows
 
 
-def _row(name: str, ours, peer, ratio: float, note: str) -> dict:
+def _row(name: str, ours, peer, ratio: float, note: str, cpu: "dict | None" = None) -> dict:
+    if cpu:  # CPU seconds: what load from other processes distorts least
+        note = (f"CPU {cpu['ours']:.2f} s vs grep {cpu['peer']:.2f} s "
+                f"({cpu['ours'] / max(cpu['peer'], 1e-3):.1f}x); {note}")
     return {"name": name, "ours_s": round(ours[0], 3), "peer": "grep -E -n -i (same signatures)",
             "peer_s": round(peer[0], 3), "ratio": round(ratio, 3),
             "ours_rss_mb": round(ours[1], 1), "peer_rss_mb": round(peer[1], 1), "note": note}
 
 
 if __name__ == "__main__":
-    for row in run(quick="--quick" in sys.argv):
-        print(row)
+    if "--growth" in sys.argv:  # 10⁵ → 10⁶ → 10⁷ lines, one run each (~10 min)
+        sys.path.insert(0, str(REPO / "bench"))
+        import run as table
+
+        with tempfile.TemporaryDirectory() as tmp:
+            got = growth((100_000, 1_000_000, 10_000_000), tmp, pyc_envs()["warm"])
+        text = "\n".join(table.table(got))
+        print(text)
+        (REPO / "bench" / "out").mkdir(exist_ok=True)
+        (REPO / "bench" / "out" / "logs-growth.md").write_text(text + "\n")
+    else:
+        for row in run(quick="--quick" in sys.argv):
+            print(row)

@@ -23,8 +23,10 @@ GNU_TIME = "/usr/bin/time"
 
 
 def measure_once(argv: list[str], env: dict | None = None, cwd: str | None = None,
-                 stdout: str | None = None) -> tuple[float, float, int]:
-    """(seconds, peak RSS in MiB, exit code) of one fresh run of argv.
+                 stdout: str | None = None, cpu: "list[float] | None" = None
+                 ) -> tuple[float, float, int]:
+    """(seconds, peak RSS in MiB, exit code) of one fresh run of argv; ``cpu`` gets its
+    user + system CPU seconds (what load from other processes distorts least).
 
     The peak comes from GNU time (``%M``) when installed: Linux charges a child, in its
     ru_maxrss, with the resident size of the process it was forked or vfork'ed from until
@@ -49,6 +51,8 @@ def measure_once(argv: list[str], env: dict | None = None, cwd: str | None = Non
         dt = time.perf_counter() - t0
         proc.returncode = rc = os.waitstatus_to_exitcode(status)
         kib = float(usage.ru_maxrss)
+        if cpu is not None:
+            cpu.append(usage.ru_utime + usage.ru_stime)
         if use_time:
             lines = [ln for ln in out.read().split() if ln.isdigit()]
             kib = float(lines[-1]) if lines else kib
@@ -79,22 +83,26 @@ def row(name: str, ours: tuple[float, float], peer: str | None,
 
 def measure_pair(ours: list[str], peer: list[str], repeat: int, env: dict | None = None,
                  peer_env: dict | None = None, ok_codes: tuple[int, ...] = (0,),
-                 stdout_dir: str | None = None) -> tuple[tuple[float, float], tuple[float, float],
-                                                          float]:
-    """Ours and the peer alternately (one warm-up each), so load from others on a shared
-    machine falls on both: (ours median s, RSS), (peer median s, RSS), median of the
-    per-pair time ratios peer/ours. Each writes its output to a file under ``stdout_dir``."""
+                 stdout_dir: str | None = None, warm: bool = True,
+                 cpu: "dict | None" = None
+                 ) -> tuple[tuple[float, float], tuple[float, float], float]:
+    """Ours and the peer alternately (one warm-up each unless ``warm`` is False: runs of
+    minutes on an input just written), so load from others on a shared machine falls on
+    both: (ours median s, RSS), (peer median s, RSS), median of the per-pair time ratios
+    peer/ours. Each writes its output to a file under ``stdout_dir``. ``cpu`` gets the
+    median CPU seconds (user + system) of each side, ``ours`` and ``peer``."""
     out_a = os.path.join(stdout_dir, "ours.out") if stdout_dir else None
     out_b = os.path.join(stdout_dir, "peer.out") if stdout_dir else None
-    measure_once(ours, env, stdout=out_a)
-    measure_once(peer, peer_env if peer_env is not None else env, stdout=out_b)
-    a, b, ra, rb, ratios = [], [], [], [], []
+    if warm:
+        measure_once(ours, env, stdout=out_a)
+        measure_once(peer, peer_env if peer_env is not None else env, stdout=out_b)
+    a, b, ra, rb, ratios, ca, cb = [], [], [], [], [], [], []
     for _ in range(repeat):
-        dt_a, mb_a, rc = measure_once(ours, env, stdout=out_a)
+        dt_a, mb_a, rc = measure_once(ours, env, stdout=out_a, cpu=ca)
         if rc not in ok_codes:
             raise RuntimeError(f"`{' '.join(ours)[:200]}` exited {rc}")
         dt_b, mb_b, rc_b = measure_once(peer, peer_env if peer_env is not None else env,
-                                        stdout=out_b)
+                                        stdout=out_b, cpu=cb)
         if rc_b not in (0, 1):  # grep and tcpdump exit 1 on no match
             raise RuntimeError(f"`{' '.join(peer)[:200]}` exited {rc_b}")
         a.append(dt_a)
@@ -103,6 +111,8 @@ def measure_pair(ours: list[str], peer: list[str], repeat: int, env: dict | None
         rb.append(mb_b)
         ratios.append(dt_b / dt_a)
     med = statistics.median
+    if cpu is not None:
+        cpu.update(ours=med(ca), peer=med(cb))
     return (med(a), med(ra)), (med(b), med(rb)), med(ratios)
 
 

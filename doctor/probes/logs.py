@@ -247,15 +247,18 @@ EVENT_PATTERN = re.compile(rb"E[0-9A-Z][0-9]{4}")
 
 
 # ---- whole-block scanning --------------------------------------------------------------
-# A block of the file is searched once per literal (or once for all of them with
-# Hyperscan), and only the lines found there are decoded and given to the exact per-line
-# test above: the same line set as testing every line, at the speed of a byte search.
-# Lower-casing a block only folds ASCII; the only other characters re.IGNORECASE equates
-# with an ASCII letter are İ ı ſ K (U+0130 U+0131 U+017F U+212A): lines holding one are
-# always tested. Literals with other non-ASCII characters are searched as their UTF-8 bytes.
+# A block of the file is searched for the literals in a few passes (or one with Hyperscan),
+# and only the lines found there are decoded and given to the exact per-line test above: the
+# same line set as testing every line, at the speed of a byte search. Lower-casing a block
+# only folds ASCII; the only other characters re.IGNORECASE equates with an ASCII letter are
+# İ ı ſ K (U+0130 U+0131 U+017F U+212A): lines holding one are always tested. Literals with
+# other non-ASCII characters are searched as their UTF-8 bytes.
 
 BLOCK = 4 << 20
-_FOLDS_TO_ASCII = tuple(c.encode("utf-8") for c in "\u0130\u0131\u017f\u212a")
+# İ ı ſ K as UTF-8, looked for only when a block holds their first byte (a memchr: 4 finds of
+# the 2-3 byte sequences cost ~14 ms a 4 MiB block of CJK text, the memchr 0.2 ms)
+_FOLDS_TO_ASCII = ((b"\xc4\xc5", re.compile(b"\xc4[\xb0\xb1]|\xc5\xbf")),
+                   (b"\xe2", re.compile(b"\xe2\x84\xaa")))
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
 
 
@@ -280,8 +283,89 @@ def _starts_of(block: bytes, needle: bytes, out: set[int]) -> None:
         i = -1 if j < 0 else block.find(needle, j)
 
 
+def _fold_starts(block: bytes, out: set[int]) -> None:
+    """Add the start of every line holding İ ı ſ or K."""
+    for leads, rx in _FOLDS_TO_ASCII:
+        if any(block.find(lead) >= 0 for lead in leads):
+            for m in rx.finditer(block):
+                out.add(block.rfind(b"\n", 0, m.start()) + 1)
+
+
+# An anchor is one byte of a literal followed by at least _TAIL bytes of it: ``re`` finds a
+# literal first byte at memchr speed, so one pass per anchor byte, with a lookahead on what
+# follows, finds every literal that holds it. The bytes are chosen on the log itself
+# (rare ones, and few passes): _ATTEMPT weighs a pass by how often its byte starts an
+# attempt (measured: a pass over 4 MiB ~1.2 ms, each attempt ~30 pass-bytes).
+_TAIL = 3
+_LOOKAHEAD = 8  # bytes of the rest checked by the regex; the whole literal is checked after
+_ATTEMPT = 30.0
+PLAN_SAMPLE = 1 << 20
+
+
+def _usable(lit: bytes) -> bytes:
+    """The bytes of ``lit`` an anchor may start at (a short literal: its first)."""
+    return lit[:max(len(lit) - _TAIL, 1)]
+
+
+def _trie(tails: "list[bytes]") -> bytes:
+    """A regex matching any of ``tails`` at a position, as a trie (shared prefixes once)."""
+    root: dict = {}
+    for t in tails:
+        node = root
+        for c in t:
+            node = node.setdefault(c, {})
+        node[None] = {}
+
+    def emit(node: dict) -> bytes:
+        if None in node:  # a shorter tail already matches here
+            return b""
+        alts = [re.escape(bytes([c])) + emit(sub) for c, sub in sorted(node.items())]
+        return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
+    return emit(root)
+
+
+def anchor_plan(literals: "list[bytes]", sample: bytes
+                ) -> "list[tuple[re.Pattern[bytes], tuple[tuple[int, bytes], ...]]]":
+    """Per pass: the regex of one anchor byte (and what follows it in each literal), and
+    (offset of the byte, literal) of the literals it stands for. A greedy cover: the byte
+    that stands for the most literals left per unit of cost in ``sample`` (lower-cased) first."""
+    n = max(len(sample), 1)
+    cost = {c: 1.0 + _ATTEMPT * sample.count(bytes([c])) / n
+            for c in sorted(set(b"".join(_usable(lit) for lit in literals)))}
+    left = list(literals)
+    plan = []
+    while left:
+        c = max(cost, key=lambda c: sum(c in _usable(lit) for lit in left) / cost[c])
+        group = tuple((_usable(lit).index(c), lit) for lit in left if c in _usable(lit))
+        left = [lit for lit in left if c not in _usable(lit)]
+        tails = [lit[k + 1:k + 1 + _LOOKAHEAD] for k, lit in group]
+        body = re.escape(bytes([c]))
+        if all(tails):
+            body += b"(?=" + _trie(tails) + b")"
+        plan.append((re.compile(body), group))
+    return plan
+
+
+def _anchored_starts(low: bytes, rx: "re.Pattern[bytes]", group: "tuple[tuple[int, bytes], ...]",
+                     out: set[int]) -> None:
+    """Add the start of every line of ``low`` holding a literal of ``group`` (found through
+    its anchor ``rx``; a hit is kept only when the whole literal is there)."""
+    search, pos = rx.search, 0
+    while (m := search(low, pos)) is not None:
+        p = m.start()
+        s = low.rfind(b"\n", 0, p) + 1
+        if s not in out and not any(p >= k and low.startswith(lit, p - k) for k, lit in group):
+            pos = p + 1
+            continue
+        out.add(s)
+        pos = low.find(b"\n", p) + 1  # the line is found: go on from the next
+        if not pos:
+            return
+
+
 class _PyEngine:
-    """Pure Python: one ``bytes.find`` pass per literal over the lower-cased block."""
+    """Pure Python: a few ``re`` passes over the lower-cased block, one per anchor byte
+    (``anchor_plan``, made on the first block), each hit checked against its literals."""
 
     name = "python"
 
@@ -289,12 +373,15 @@ class _PyEngine:
                  ) -> None:
         self.literals = literals
         self.patterns = patterns
+        self.plan: "list[tuple[re.Pattern[bytes], tuple[tuple[int, bytes], ...]]] | None" = None
 
     def line_starts(self, block: bytes) -> set[int]:
         low = block.lower()  # ASCII only; see _FOLDS_TO_ASCII for the rest
+        if self.plan is None:
+            self.plan = anchor_plan(self.literals, low[:PLAN_SAMPLE])
         out: set[int] = set()
-        for lit in self.literals:
-            _starts_of(low, lit, out)
+        for rx, group in self.plan:
+            _anchored_starts(low, rx, group, out)
         for rx in self.patterns:
             for m in rx.finditer(block):
                 out.add(block.rfind(b"\n", 0, m.start()) + 1)
@@ -347,11 +434,22 @@ def _minimal(literals: list[str]) -> list[bytes]:
     return out
 
 
+class _LineEngine:
+    """No block search: every line decoded and given the exact test (the plain path the
+    engines are measured against, and give the same lines as)."""
+
+    name = "line"
+
+
 def scan_engine(literals: list[str], prefer: str | None = None,
-                patterns: "tuple[re.Pattern[bytes], ...]" = ()) -> "_PyEngine | _HsEngine":
+                patterns: "tuple[re.Pattern[bytes], ...]" = ()
+                ) -> "_PyEngine | _HsEngine | _LineEngine":
     """Hyperscan when installed (``pip install ascend-doctor[fast]``), else pure Python."""
-    # ASCEND_DOCTOR_SCAN_ENGINE=python|hyperscan picks one (to rule the accelerator out, or in)
+    # ASCEND_DOCTOR_SCAN_ENGINE=python|hyperscan|line picks one (to rule the accelerator out,
+    # or in; ``line`` is the plain line-by-line path)
     prefer = prefer or os.environ.get("ASCEND_DOCTOR_SCAN_ENGINE") or None
+    if prefer == "line":
+        return _LineEngine()
     lits = _minimal(literals)
     if prefer != "python" and lits:
         try:
@@ -459,7 +557,8 @@ def bounded_blocks(fh: BinaryIO, size: int | None, scan: LogScan,
 
 
 def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogScan,
-               engine: "_PyEngine | _HsEngine | None" = None, every: bool = False,
+               engine: "_PyEngine | _HsEngine | _LineEngine | None" = None,
+               every: bool = False,
                patterns: "tuple[re.Pattern[bytes], ...]" = ()) -> Iterator[tuple[int, str]]:
     """(line number, line) of every line ``pre.candidate`` accepts (with ``every``: every
     line), decoded; ``result`` gets the line count, the last stats line and the cuts.
@@ -475,7 +574,8 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
         read += len(block)
         if auto and read > HS_AFTER:
             engine, auto = scan_engine(pre.literals, patterns=patterns), False
-        if every or pre.always or (auto and len(block) < SMALL_BLOCK):
+        if every or pre.always or isinstance(engine, _LineEngine) or \
+                (auto and len(block) < SMALL_BLOCK):
             for raw in _split_nl(block):  # the line-by-line path
                 n += 1
                 line = raw.decode("utf-8", "replace")
@@ -497,8 +597,7 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
             if pre.cased_non_ascii:
                 for m in _NON_ASCII.finditer(block):
                     maybe.add(block.rfind(b"\n", 0, m.start()) + 1)
-            for ch in _FOLDS_TO_ASCII:
-                _starts_of(block, ch, maybe)
+            _fold_starts(block, maybe)
         prev, base = 0, n
         for s in sorted(found | maybe):
             base += block.count(b"\n", prev, s)
@@ -518,10 +617,12 @@ def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogSc
             # 15 MB log of such lines took > 60 s)
             st = parse_stats_line(block[s:e].decode("utf-8", "replace"), 0)
             if st is not None:
-                result.last_stats = dataclasses.replace(
-                    st, line_no=n + block.count(b"\n", 0, s) + 1)
+                # counted from the last line yielded when it lies before (one pass a block)
+                before = base + block.count(b"\n", prev, s) if s >= prev else \
+                    n + block.count(b"\n", 0, s)
+                result.last_stats = dataclasses.replace(st, line_no=before + 1)
                 break
             end = s
-        n += block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+        n = base + block.count(b"\n", prev) + (0 if block.endswith(b"\n") else 1)
         result.lines = n
     result.lines = n
