@@ -381,8 +381,9 @@ def read_log(source: str, kb, prefer: str | None = None):
 
         def tee():
             nonlocal kept_bytes
+            # the whole log, however long it takes: its end is where a failure usually is
             for n, line in scan_lines(stream, None, pre, scan, engine, every=small,
-                                      patterns=pats):
+                                      patterns=pats, budget=None):
                 short = line[:KEPT_LINE]
                 kept.append((n, short))
                 kept_bytes += len(short) + LINE_OVERHEAD
@@ -464,7 +465,8 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int,
         curated = [a for a in answers if a.entry is not None] if confident else []
         click.echo(json.dumps({
             "source": source, "lines": scan.lines,
-            "cut": {"lines": scan.cut_lines, "bytes": scan.cut_bytes},
+            "cut": {"lines": scan.cut_lines, "bytes": scan.cut_bytes,
+                    "stopped": scan.cut, "read_to": scan.read_to if scan.cut else None},
             "decisive": decisive, "source_index": note,
             "confident": confident, "not_confident_because": verdict.why_not_confident(),
             "answers": [_redacted(a.to_dict(lang)) for a in answers],
@@ -501,6 +503,9 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int,
     if scan.cut_lines:
         click.echo(tt(lang, "{n} line(s) longer than 64 KiB were cut ({bytes} bytes not read)",
                       n=scan.cut_lines, bytes=scan.cut_bytes), err=True)
+    if scan.cut:
+        click.echo(tt(lang, "the read stopped at byte {at} ({why}): later lines were not read",
+                      at=scan.read_to, why=scan.cut), err=True)
     sys.exit(0 if answers else 1)
 
 

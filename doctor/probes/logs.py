@@ -523,7 +523,7 @@ def bounded_blocks(fh: BinaryIO, size: int | None, scan: LogScan,
     while True:
         want = BLOCK if size is None else min(BLOCK, size - pos)
         if deadline is not None and want > 0 and time.monotonic() > deadline:
-            scan.cut = f"read for {READ_BUDGET_S:g} s"
+            scan.cut = f"read for {READ_BUDGET_S:g} s"  # the checks' budget
             want = 0
         try:
             data = fh.read(want) if want > 0 else b""
@@ -559,17 +559,19 @@ def bounded_blocks(fh: BinaryIO, size: int | None, scan: LogScan,
 def scan_lines(fh: BinaryIO, size: int | None, pre: LinePrefilter, result: LogScan,
                engine: "_PyEngine | _HsEngine | _LineEngine | None" = None,
                every: bool = False,
-               patterns: "tuple[re.Pattern[bytes], ...]" = ()) -> Iterator[tuple[int, str]]:
+               patterns: "tuple[re.Pattern[bytes], ...]" = (),
+               budget: float | None = READ_BUDGET_S) -> Iterator[tuple[int, str]]:
     """(line number, line) of every line ``pre.candidate`` accepts (with ``every``: every
     line), decoded; ``result`` gets the line count, the last stats line and the cuts.
-    ``patterns``: byte regexes whose lines are kept too (EVENT_PATTERN)."""
+    ``patterns``: byte regexes whose lines are kept too (EVENT_PATTERN). ``budget``: seconds
+    of reading before the read stops (None: to the end, for a log the user hands over)."""
     # Hyperscan costs 15-80 ms to import and compile: loaded only once the read passes
     # HS_AFTER bytes (both engines give the same lines; an explicit choice holds from the start)
     auto = engine is None and not os.environ.get("ASCEND_DOCTOR_SCAN_ENGINE")
     if engine is None and not auto:
         engine = scan_engine(pre.literals, patterns=patterns)
     n, read = 0, 0
-    deadline = time.monotonic() + READ_BUDGET_S
+    deadline = None if budget is None else time.monotonic() + budget
     for block in bounded_blocks(fh, size, result, deadline):
         read += len(block)
         if auto and read > HS_AFTER:
