@@ -124,7 +124,7 @@ def test_a_gibibyte_without_a_newline_stays_bounded():
     dt, kib, r = _run_bounded([doctor_exe(), "triage", "-", "--json"], feed)
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["answers"][0]["id"] in ("ASC-UPS-019", "cann:EI0006")
-    assert doc["cut"] == {"lines": 1, "bytes": (1 << 30) - 65536}
+    assert doc["cut"] == {"lines": 1, "bytes": (1 << 30) - 65536, "stopped": None, "read_to": None}
     assert kib < 200 * 1024, kib  # MiB: the block and one line head, not the line
     assert dt < 300, dt
 
