@@ -73,9 +73,11 @@ def parse_npu_smi_map(text: str, source: str = "npu-smi info -m") -> NpuMap:
             if "NPU ID" in cols and "Chip ID" in cols:
                 header = cols
             continue
-        if len(cols) != len(header) or not _digits(cols[0]) or not _digits(cols[1]):
+        if len(cols) != len(header):
             continue
         rec = dict(zip(header, cols))
+        if not _digits(rec["NPU ID"]) or not _digits(rec["Chip ID"]):  # by name: a mangled
+            continue  # header need not put them first
         rows.append(MapRow(int(rec["NPU ID"]), int(rec["Chip ID"]),
                            _opt_int(rec.get("Chip Logic ID", "-")),
                            rec.get("Chip Name", ""), _opt_int(rec.get("Chip Phy-ID", "-"))))

@@ -54,3 +54,12 @@ def test_parsers_are_total(text):
                                                    "current_link_speed": text})
     except ParseError as exc:
         assert exc.reason
+
+
+def test_a_map_whose_header_is_mangled_gives_no_row_from_misaligned_columns():
+    """Found by the fuzzer on CI: a header with an extra column made a row's "Chip ID" a '-'."""
+    text = ("\tNPU ID  0          Chip ID      Chip Logic ID   Chip Phy-ID   Chip Name\n"
+            "\t0       2          -            -               0             Mcu\n"
+            "\t0       0          0            0               0             Ascend910\n")
+    m = parse_npu_smi_map(text, "fuzz")
+    assert [(r.npu, r.chip) for r in m.rows] == [(0, 0)]
