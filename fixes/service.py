@@ -303,11 +303,13 @@ def _unset_body(ctx: FixContext, path: str, fmt: EnvFormat, names: list[str]) ->
     return body
 
 
-def _restart_unit(plan: Plan, name: str, dropin: str) -> None:
-    """The steps after writing a unit's drop-in: reload, restart, and who may do that."""
-    plan.commands += [Command(("systemctl", "daemon-reload"), T("load the drop-in"),
+def _restart_unit(plan: Plan, name: str, dropin: str, reload_why: str | None = None,
+                  restart_why: str | None = None) -> None:
+    """The steps after writing a unit or its drop-in: reload, restart, and who may do that."""
+    plan.commands += [Command(("systemctl", "daemon-reload"), reload_why or T("load the drop-in"),
                               sysroot_skip=_NO_SYSTEMD),
-                      Command(("systemctl", "restart", name), T("restart with the environment"),
+                      Command(("systemctl", "restart", name),
+                              restart_why or T("restart with the environment"),
                               sysroot_skip=_NO_SYSTEMD)]
     plan.restarts.append(name)
     plan.needs_root = [T("writing {path}", path=dropin), T("restarting {unit}", unit=name)]
@@ -496,13 +498,8 @@ def launch_flags(ctx: FixContext, params: dict) -> Plan:
         lines = text.splitlines(keepends=True)
         lines[start:end + 1] = [f"ExecStart={new_cmd}\n"]
         plan.edits.append(ctx.edit(path, "".join(lines), why=T("ExecStart with corrected flags")))
-        name = posixpath.basename(path)
-        plan.commands += [Command(("systemctl", "daemon-reload"), T("reload the unit"),
-                                  sysroot_skip=_NO_SYSTEMD),
-                          Command(("systemctl", "restart", name), T("restart with the new flags"),
-                                  sysroot_skip=_NO_SYSTEMD)]
-        plan.restarts.append(name)
-        plan.needs_root = [T("writing {path}", path=path), T("restarting {unit}", unit=name)]
+        _restart_unit(plan, posixpath.basename(path), path, T("reload the unit"),
+                      T("restart with the new flags"))
     else:
         cmd = _service_cmdline(ctx, params)
         if not cmd:
