@@ -213,9 +213,10 @@ def test_tui_live_panel_shows_the_real_servers_load(two):
             seen.set()
         return p
 
-    # at most 3 rounds of 16, stopped once a poll has seen the server busy (on a loaded
-    # 2-core box one round can end while the polls wait for a busy API process)
-    load = _rounds(a, statuses, seen, rounds=3, n=16)
+    # rounds of 16 until a poll has seen the server busy (at most 40): on a loaded 2-core box
+    # the API process can answer /metrics only after a whole round has finished (CI once ran
+    # 3 rounds inside one 3 s gap between two polls), so a fixed few rounds can be missed
+    load = _rounds(a, statuses, seen, rounds=40, n=16)
     t0 = time.monotonic()
 
     async def run(root: Path) -> tuple[list[float], list[float]]:
@@ -229,6 +230,7 @@ def test_tui_live_panel_shows_the_real_servers_load(two):
                 await wait_for(pilot, lambda: any(r > 0 for r in app.series.running)
                                and any(k > 0 for k in app.series.kv), timeout=240)
             except AssertionError as exc:  # say what the panel saw, not only that it timed out
+                seen.set()  # stop the load after its current round
                 raise AssertionError(
                     f"{exc}: {app.series.samples} samples, running {list(app.series.running)}, "
                     f"kv {list(app.series.kv)}, polls from the load's start (t, running, kv, errors) "
