@@ -64,6 +64,12 @@ class Entry:
     examples: tuple[str, ...] = ()  # real log lines its signatures must match (kb lint)
     # the root causes (tests/corpus/threads/CAUSES.md keys) its first step fixes
     causes: tuple[str, ...] = ()
+    # the package (knowledge/owner.py) whose defect the entry answers: reached through the
+    # frames of a traceback, not through a signature
+    owner: str | None = None
+    # packages whose code the failure comes from: a traceback whose frames are shown and
+    # hold none of them is not this entry's failure (vLLM's platform choice needs vLLM frames)
+    raised_in: tuple[str, ...] = ()
 
     def advice_for(self, versions: Mapping[str, str | None], lang: str = "en") -> list[str]:
         """The advice texts whose ``when`` holds for ``versions`` (unknown version: not held).
@@ -415,7 +421,8 @@ def _entry_from(d: Mapping[str, Any], domain: str) -> Entry:
                  severity=d.get("severity", "medium"), domain=domain,
                  message=d.get("message", {}), generic=bool(d.get("generic", False)),
                  cause_above=bool(d.get("cause_above", False)),
-                 examples=tuple(d.get("examples", ())), causes=tuple(d.get("causes", ())))
+                 examples=tuple(d.get("examples", ())), causes=tuple(d.get("causes", ())),
+                 owner=d.get("owner"), raised_in=tuple(d.get("raised_in", ())))
 
 
 def data_files() -> list[tuple[str, bytes]]:

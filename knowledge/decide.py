@@ -29,20 +29,23 @@ from ascend_doctor.i18n import N_
 from . import NO_CAUSE_ABOVE, Entry, KnowledgeBase, Match, pick
 from .codes import Code, codes_in
 from .events import Event, LogLine, _norm, events, weight
+from .owner import Ownership, frame_of, owner_of
 from .shapes import ShapeHit, shapes_in
 from .srcindex import Site, SourceIndex
 
 CURATED, CODE, SHAPE, TEMPLATE = "curated", "code-table", "message-shape", "source-template"
 # how much each kind of answer explains (ranking inside an event, and confidence)
-SPECIFICITY = {"signature": 3.0, "alias": 2.6, "code": 2.0, "shape": 1.8, "template": 1.0,
-               "generic": 0.6, "catchall": 0.5, "family": 0.4}
-BASE_CONFIDENCE = {"signature": 0.9, "alias": 0.8, "code": 0.7, "shape": 0.65,
+# "owner": a package's defect read from the traceback's frames (knowledge/owner.py), below
+# every signature, code and message shape of the line, above a bare raise site
+SPECIFICITY = {"signature": 3.0, "alias": 2.6, "code": 2.0, "shape": 1.8, "owner": 1.7,
+               "template": 1.0, "generic": 0.6, "catchall": 0.5, "family": 0.4}
+BASE_CONFIDENCE = {"signature": 0.9, "alias": 0.8, "code": 0.7, "shape": 0.65, "owner": 0.65,
                    "template": 0.35, "generic": 0.4, "catchall": 0.35, "family": 0.3}
 # an answer matched on another line of the event than its decisive one (a wrapper, the outer
 # exception of a chain) explains less than any specific answer on the decisive line
 OFF_CAUSE = 1.5
 # kinds of answer that can carry a confident verdict (never generic, catch-all or family)
-CONFIDENT_HOWS = ("signature", "alias", "code", "shape", "template")
+CONFIDENT_HOWS = ("signature", "alias", "code", "shape", "owner", "template")
 CONFIDENT_MIN = 0.6
 NEXT_COMMAND = "ascend-doctor check --only libs,versions,npu && ascend-doctor collect"
 
@@ -60,6 +63,7 @@ class Answer:
     code: Code | None = None
     shape: ShapeHit | None = None
     site: Site | None = None
+    owned: Ownership | None = None  # an owner entry: the frame and exception it read
     coverage: float = 0.0  # a template: share of the line its fixed text covers
     decisive: bool = False
     on_cause: bool = True  # matched on the event's decisive line, not another line of it
@@ -125,6 +129,9 @@ class Answer:
         """Where the answer came from, as one line (for text reports)."""
         if self.source == CURATED:
             via = {"signature": "signature", "alias": f"code {self._via()}",
+                   "owner": (f"{self.owned.exc} in a frame of {self.owned.frame.package}: "
+                             f"{self.owned.frame.path}:{self.owned.frame.line}"
+                             if self.owned is not None else "owner"),
                    "generic": (f"catch-all code {self._via()}" if self.code is not None
                                else "generic signature")}.get(self.how, self.how)
             return f"curated entry {self.entry.id if self.entry else ''} ({via})"
@@ -155,6 +162,10 @@ class Answer:
             d["shape"] = {"key": self.shape.key, "document": self.shape.source}
         if self.site is not None:
             d["template"] = {**self.site.to_dict(), "coverage": round(self.coverage, 2)}
+        if self.owned is not None:
+            f = self.owned.frame
+            d["owner"] = {"package": self.owned.owner, "exception": self.owned.exc,
+                          "file": f.path, "line": f.line, "function": f.func}
         return d
 
 
@@ -221,13 +232,15 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
     line = (cause.n, cause.text)
     out: list[Answer] = []
     seen_entries: set[str] = set()
+    shown = _packages_shown(ev)
     # curated entries whose signature matched the decisive line, then another line of it
     for ln in [cause, *[x for x in ev.lines if x is not cause]]:
         for m in by_line.get(ln.n, ()):
             if m.entry.id in seen_entries:
                 continue
             seen_entries.add(m.entry.id)
-            how = "generic" if m.entry.generic else "signature"
+            how = "generic" if m.entry.generic or not _raised_in(m.entry, shown) \
+                else "signature"
             conf = BASE_CONFIDENCE[how] - (0.0 if ln is cause else 0.2)
             out.append(Answer(CURATED, how, conf, (ln.n, ln.text), entry=m.entry, match=m,
                               on_cause=ln is cause, groups=dict(m.groups)))
@@ -245,6 +258,15 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
     for sh in shapes_in(cause.body):
         how = "generic" if sh.broad else "shape"
         out.append(Answer(SHAPE, how, BASE_CONFIDENCE[how], line, shape=sh))
+    owned = _ownership(ev)
+    if owned is not None:
+        for e in sorted((e for e in kb.entries.values() if e.owner == owned.owner),
+                        key=lambda e: e.id):
+            if e.id in seen_entries:
+                continue
+            seen_entries.add(e.id)
+            out.append(Answer(CURATED, "owner", BASE_CONFIDENCE["owner"], line, entry=e,
+                              owned=owned, groups=_owner_groups(owned, index)))
     if index is not None and ev.kind in ("traceback", "code", "shape", "error", "death"):
         traced = index.trace(_message_of(cause.body))
         if traced is not None:
@@ -256,6 +278,58 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
         a.support = sum(1 for b in out if b is not a and b.how in CONFIDENT_HOWS
                         and mine.intersection(b.causes))
     return out
+
+
+def _packages_shown(ev: Event) -> set[str | None] | None:
+    """The packages of the traceback frames an event shows (None for a frame of no known
+    package: user code, <stdin>); None when it shows no frame at all."""
+    if ev.kind not in ("traceback", "death"):
+        return None
+    found = [frame_of(ln.body) for ln in ev.lines]
+    pkgs = {f.package for f in found if f is not None}
+    return pkgs or None
+
+
+def _raised_in(e: Entry, shown: set[str | None] | None) -> bool:
+    """Whether an entry with ``raised_in`` fits the frames shown: no frames shown (a bare
+    line) fits; frames of none of its packages do not (a CUDA call from a user's script is
+    no vLLM platform choice)."""
+    if not e.raised_in or shown is None:
+        return True
+    return bool(shown.intersection(e.raised_in))
+
+
+def _ownership(ev: Event) -> Ownership | None:
+    """The defect reading of a traceback event: its innermost exception and the frames
+    printed before it (from the last "Traceback" line above it)."""
+    from .events import EXCEPTION, _TRACEBACK
+
+    if ev.kind not in ("traceback", "death") or not ev.chain or ev.cause is not ev.chain[0]:
+        return None
+    m = EXCEPTION.match(ev.cause.body)
+    if not m:
+        return None
+    frames = []
+    for ln in ev.lines:
+        if ln is ev.cause:
+            break
+        if _TRACEBACK.match(ln.body):
+            frames = []
+            continue
+        f = frame_of(ln.body)
+        if f is not None:
+            frames.append(f)
+    return owner_of(m.group("exc"), m.group("msg") or "", frames)
+
+
+def _owner_groups(owned: Ownership, index: SourceIndex | None) -> dict[str, str]:
+    """What an owner entry's message and steps name: the exception, the frame, the version
+    of the owning package when the source index knows it."""
+    f = owned.frame
+    version = (index.packages.get(owned.owner) if index is not None else None) or \
+        "(version: see pip show)"
+    return {"exc": owned.exc, "func": f.func, "file": f.path.rsplit("/", 1)[-1],
+            "line": str(f.line), "package": owned.owner, "version": str(version)}
 
 
 def _message_of(body: str) -> str:
@@ -271,10 +345,21 @@ def _spec(a: Answer) -> float:
             - (0.0 if a.on_cause else OFF_CAUSE))
 
 
+def _evidence(a: Answer) -> float:
+    """Lines matched and text of one line explained (Match.score), less the text the
+    signature only captured in a named group: a placeholder (``(?P<lib>lib[\\w.]+\\.so)``)
+    accepts any value, so the entry that spells the library, code or flag out explains more
+    of the same line than one that takes whatever stands there."""
+    if a.match is None:
+        return 0.0
+    captured = sum(len(str(v)) for v in a.match.groups.values())
+    return a.match.score - min(captured, 200) / 200.0
+
+
 def _rank_key(a: Answer) -> tuple[float, int, float, str]:
-    """Most specific first; ties: most agreed with, then the most evidence (lines matched,
-    text of one line explained: Match.score), then the id."""
-    return (-_spec(a), -a.support, -(a.match.score if a.match is not None else 0.0), a.key)
+    """Most specific first; ties: most agreed with, then the most evidence (_evidence),
+    then the id."""
+    return (-_spec(a), -a.support, -_evidence(a), a.key)
 
 
 def decide(kb: KnowledgeBase, lines: Sequence[tuple[int, str]],

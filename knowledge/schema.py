@@ -29,7 +29,11 @@ KNOWN = {"id", "title", "cause", "steps", "signatures", "aliases", "checks", "fi
          # real log lines that look like the failure but are not it (issue 15)
          "near_misses",
          # the root-cause keys (tests/corpus/threads/CAUSES.md) the entry's first step fixes
-         "causes"}
+         "causes",
+         # the package whose defect the entry answers, from a traceback's frames (owner.py)
+         "owner",
+         # the packages a traceback's frames must show for the entry to apply (decide.py)
+         "raised_in"}
 SEVERITIES = {"none", "low", "medium", "high", "critical"}
 # a source a reader can open: a public URL, or a named public document / man page
 SOURCE_PREFIXES = ("https://", "doc:", "man:")
@@ -380,6 +384,13 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
               for c in causes if c not in cause_keys]
     if not isinstance(d.get("generic", False), bool):
         p.append(T("{entry}.generic: must be true or false", entry=eid))
+    p += _owner_problems(d)
+    raised = d.get("raised_in", [])
+    from .owner import PACKAGES
+    if not isinstance(raised, list) or not raised and "raised_in" in d or not all(
+            isinstance(x, str) and x in PACKAGES for x in raised):
+        p.append(T("{entry}.raised_in: must be a non-empty list of {known}", entry=eid,
+                   known=", ".join(PACKAGES)))
     sources = d.get("sources", [])
     if not isinstance(sources, list) or not sources:
         p.append(T("{entry}.sources: needs at least one source", entry=eid))
@@ -390,6 +401,30 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
     if isinstance(sources, list) and sources and not any(
             isinstance(s, str) and s.startswith("https://") for s in sources):
         p.append(T("{entry}.sources: needs a public URL (https://)", entry=eid))
+    return p
+
+
+def _owner_problems(d: Mapping[str, Any]) -> list[str]:
+    """An ``owner`` entry is reached through a traceback's frames (knowledge/owner.py): the
+    owner must be one the frames can name, its causes must name that owner's defect (what
+    its steps fix), and it has no signature of its own (a regex would bypass the rule-outs)."""
+    if "owner" not in d:
+        return []
+    from .owner import DEFECT_CAUSE, OWNERS
+
+    eid = d.get("id", "?")
+    owner = d["owner"]
+    if owner not in OWNERS:
+        return [T("{entry}.owner: {value} is none of {known}", entry=eid, value=repr(owner),
+                  known=", ".join(OWNERS))]
+    p = []
+    causes = d.get("causes", [])
+    if not isinstance(causes, list) or DEFECT_CAUSE[owner] not in causes:
+        p.append(T("{entry}.causes: an entry owned by {owner} must name {key}", entry=eid,
+                   owner=owner, key=DEFECT_CAUSE[owner]))
+    if d.get("signatures"):
+        p.append(T("{entry}.signatures: an owner entry is reached through the traceback's "
+                   "frames, not a signature", entry=eid))
     return p
 
 
