@@ -29,7 +29,7 @@ from ascend_doctor.i18n import N_
 from . import NO_CAUSE_ABOVE, Entry, KnowledgeBase, Match, pick
 from .codes import Code, codes_in
 from .events import Event, LogLine, _norm, events, weight
-from .owner import Ownership, frame_of, owner_of
+from .owner import Frame, Ownership, frame_of, owner_of
 from .shapes import ShapeHit, shapes_in
 from .srcindex import Site, SourceIndex
 
@@ -309,7 +309,7 @@ def _ownership(ev: Event) -> Ownership | None:
     m = EXCEPTION.match(ev.cause.body)
     if not m:
         return None
-    frames = []
+    frames: list[Frame] = []
     for ln in ev.lines:
         if ln is ev.cause:
             break

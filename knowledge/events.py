@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 # "(EngineCore_DP0 pid=415) ", "(VllmWorker rank=0 pid=12) ", "[rank0]: "
-_PROC = re.compile(r"^\s*(?:\((?P<proc>[A-Za-z_][\w.-]*)(?: \w+=[\w.-]+)*? pid=(?P<pid>\d+)\)"
+# "(VllmWorker TP0 pid=3127) ": a bare word (the worker's rank) as well as key=value
+_PROC = re.compile(r"^\s*(?:\((?P<proc>[A-Za-z_][\w.-]*)(?: \w+(?:=[\w.-]+)?)*? pid=(?P<pid>\d+)\)"
                    r"|\[(?P<rank>rank\d+)\]:)\s*")
 # vLLM's own records: "ERROR 08-28 02:33:28 [core.py:634] " (optional milliseconds/year)
 _LEVEL = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+"

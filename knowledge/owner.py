@@ -49,7 +49,7 @@ _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<top>[A-Za-z_]\w*)")
 _MODULE_NAMED = re.compile(r"(?:No module named|module|from|import name '\w+' from) "
                            r"'(?P<mod>[A-Za-z_][\w.]*)'")
 # a message about what the user asked for, not about the code
-_USER_INPUT = re.compile(r"not (?:yet )?supported|unsupported|does(?:n't| not) support|please|"
+_USER_INPUT = re.compile(r"not (?:yet )?supported|unsupported(?! operand)|does(?:n't| not) support|please|"
                          r"--[a-z]|\bconfig(?:uration)?\b|checkpoint|environment variable|"
                          r"\binstall|\bmust be\b|\bshould be\b|\btoken(?:izer)?\b|\.safetensors",
                          re.IGNORECASE)
