@@ -50,7 +50,10 @@ CONSEQUENCE = re.compile(r"See (?:root cause|stack trace) above|Watchdog caught 
                          r"collective operation timeout|EngineDeadError|Engine core initialization "
                          r"failed|EI0002|heartbeat|terminate called|SIGTERM|Aborted|"
                          r"Exception in worker VllmWorkerProcess|Worker proc \w* ?died|"
-                         r"Worker failed with error|Failed to load the backend extension",
+                         r"Worker failed with error|Failed to load the backend extension|"
+                         # vLLM's registry: importing the model file failed, the import
+                         # error is logged before it (vLLM troubleshooting guide)
+                         r"failed to be inspected\. Please check the logs",
                          re.IGNORECASE)
 # a request the server refused: the client's problem, never why an engine died
 REQUEST_LINE = re.compile(r"Received request |\"(?:POST|GET) /\S* HTTP/[\d.]+\" \d{3}")

@@ -146,3 +146,45 @@ def test_an_oom_while_loading_weights_advises_more_cards_not_a_lower_share(cli):
     first = doc["answers"][0]
     assert first["id"] == "ASC-LOG-004" and "model-too-large" in first["causes"]
     assert any("--tensor-parallel-size" in s and "weights load" in s for s in first["steps"])
+
+
+@pytest.mark.parametrize("line,entry", [
+    # torch's dispatcher under torch_npu: the backend reads 'NPU' or 'PrivateUse1' by release
+    ("NotImplementedError: Could not run 'aten::_upsample_bicubic2d_aa.out' with arguments from the "
+     "'NPU' backend. This could be because the operator doesn't exist for this backend, or was "
+     "omitted during the selective/custom build process (if using custom build).", "ASC-UPS-029"),
+    ("NotImplementedError: Could not run 'aten::linalg_eigh' with arguments from the "
+     "'AutogradPrivateUse1' backend.", "ASC-UPS-029"),
+    # an extension library's device registry: npu:N, or xla:N under torch_npu 1.x
+    ("RuntimeError: deform_conv_forward_impl: implementation for device npu:3 not found.", "ASC-UPS-030"),
+    ("RuntimeError: roi_align_forward_impl: implementation for device xla:0 not found.", "ASC-UPS-030"),
+    ("EZ3003: No supported Ops kernel and engine are found for [Unique2], optype [Unique].",
+     "ASC-UPS-031"),
+    # the registry's wordings of an architecture neither vLLM nor Transformers can run
+    ("ValueError: Model architectures ['Glm4MoeLiteForCausalLM'] are not supported for now. "
+     "Supported architectures: dict_keys(['AquilaModel', 'LlamaForCausalLM'])", "ASC-START-019"),
+    ("ValueError: Cannot find model module. 'Glm4MoeLiteForCausalLM' is not a registered model in "
+     "the Transformers library (only relevant if the model is meant to be in Transformers) and "
+     "'AutoModel' is not present in the model config's 'auto_map' (relevant if the model is custom).",
+     "ASC-START-019"),
+    ("ValueError: The Transformers implementation of 'Glm4MoeLiteForCausalLM' is not compatible "
+     "with vLLM.", "ASC-START-019"),
+])
+def test_each_release_wording_of_a_family_finds_its_entry(cli, line, entry):
+    doc = _triage(cli, f"{E}{line}\n")
+    assert doc["confident"] and doc["answers"][0]["id"] == entry, doc["answers"][:2]
+
+
+def test_an_operator_missing_on_another_backend_is_not_the_npu_one(cli):
+    doc = _triage(cli, "NotImplementedError: Could not run 'quantized::linear_dynamic' with "
+                       "arguments from the 'CUDA' backend.\n")
+    assert not any(a["id"] == "ASC-UPS-029" for a in doc["answers"])
+
+
+def test_a_failed_model_inspection_defers_to_the_import_error_before_it(cli):
+    log = (f"{E}Error in inspecting model architecture 'Qwen3MoeForCausalLM'\n"
+           f"{E}RuntimeError: MKL_THREADING_LAYER=INTEL is incompatible with libgomp.so.1 library.\n"
+           f"{E}ValueError: Model architectures ['Qwen3MoeForCausalLM'] failed to be inspected. "
+           "Please check the logs for more details.\n")
+    doc = _triage(cli, log)
+    assert doc["decisive"]["line"] == 2, doc["decisive"]
