@@ -11,7 +11,9 @@ latest patch release, then its issue tracker. What points elsewhere is ruled out
   mismatch, a missing package or a shadowing directory, which curated entries answer;
 * a message about the user's input (a flag, the config, the checkpoint, "not supported",
   "please …");
-* an import error for a module of another package than the one whose frame raised it.
+* an import error for a module of another package than the one whose frame raised it;
+* a frame of code that reads the user's input (config, model registry, arguments,
+  tokenizer files): there the exception says the input is not what the code expects.
 
 An AttributeError, TypeError or ImportError raised where vllm and vllm_ascend frames meet (the
 plugin calls vLLM or vLLM calls the plugin) cannot be told from a mismatched pair of releases:
@@ -56,6 +58,12 @@ _USER_INPUT = re.compile(r"not (?:yet )?supported|unsupported(?! operand)|does(?
 # a compiled extension that is not there (vllm._C, torch_npu._C): a build or a shadowing
 # source tree, not the code
 _COMPILED = re.compile(r"(?:^|\.)_?C$|_C$|_ext$")
+# code that reads what the user gave (the model's config, the architecture registry, the
+# arguments, the tokenizer files): an unexpected exception there usually says the input is
+# not what the code expects ("'NoneType' object is not iterable" for a config.json without
+# `architectures`, vLLM's troubleshooting guide), not that the code is wrong
+_READS_INPUT = re.compile(r"[/\\](?:configs?|transformers_utils|tokenizers?)[/\\]|"
+                          r"[/\\](?:config|arg_utils|cli_args|registry|hf_config)\.py$")
 # a KeyError on a weight's name is the checkpoint against the model, not the code
 _WEIGHT_KEY = re.compile(r"\.(?:weight|bias|scale|offset)\b|layers\.\d+")
 
@@ -131,6 +139,8 @@ def owner_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | Non
     if _USER_INPUT.search(message):
         return None
     if name == "KeyError" and _WEIGHT_KEY.search(message):
+        return None
+    if _READS_INPUT.search(inner.path):
         return None
     owner = inner.package
     shown = {f.package for f in frames}

@@ -61,6 +61,19 @@ def test_messages_that_point_elsewhere_are_no_defect(exc, msg, why):
     assert owner.owner_of(exc, msg, fr) is None, why
 
 
+@pytest.mark.parametrize("path", [
+    f"{SITE}/vllm/model_executor/models/registry.py",
+    f"{SITE}/vllm/config/model.py",
+    f"{SITE}/vllm/engine/arg_utils.py",
+    f"{SITE}/vllm/transformers_utils/config.py",
+])
+def test_code_that_reads_the_users_input_owns_no_defect(path):
+    # vLLM's troubleshooting guide: "'NoneType' object is not iterable" in the registry is a
+    # config.json without architectures, not a vLLM defect
+    got = owner.owner_of("TypeError", "'NoneType' object is not iterable", _frames(path))
+    assert got is None
+
+
 def test_a_package_importing_its_own_missing_module_is_its_packaging():
     fr = _frames("/usr/local/bin/vllm", f"{SITE}/vllm/entrypoints/cli/main.py")
     got = owner.owner_of("ModuleNotFoundError", "No module named 'vllm.benchmarks.latency'", fr)
