@@ -188,3 +188,16 @@ def test_a_failed_model_inspection_defers_to_the_import_error_before_it(cli):
            "Please check the logs for more details.\n")
     doc = _triage(cli, log)
     assert doc["decisive"]["line"] == 2, doc["decisive"]
+
+
+def test_a_worker_selector_matching_no_worker_is_named_with_its_value(cli):
+    log = ("2025-09-02T08:11:40 - gpustack.scheduler.scheduler - WARNING - No suitable workers.\n"
+           "Details:\n"
+           "- Matched 0/2 workers by label selector: {'arch': 'amd64', 'npu-type': '910b'}.\n")
+    doc = _triage(cli, log)
+    first = doc["answers"][0]
+    assert doc["confident"] and first["id"] == "ASC-SVC-012"
+    assert "{'arch': 'amd64', 'npu-type': '910b'}" in first["steps"][0]
+    # candidates left: the selector is not what blocks the model
+    doc = _triage(cli, "- Matched 1/2 workers by label selector: {'npu-type': '910b'}.\n")
+    assert not any(a["id"] == "ASC-SVC-012" for a in doc["answers"])
