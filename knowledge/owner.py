@@ -17,7 +17,9 @@ latest patch release, then its issue tracker. What points elsewhere is ruled out
 
 An AttributeError, TypeError or ImportError raised where vllm and vllm_ascend frames meet (the
 plugin calls vLLM or vLLM calls the plugin) cannot be told from a mismatched pair of releases:
-it is answered as the boundary owner ``vllm/vllm_ascend``, whose advice checks the pair first.
+it is answered as the boundary owner ``vllm/vllm_ascend``, whose advice checks the pair first;
+so is a TypeError about a call's arguments in either package, which is raised at the call,
+in the caller's frame, while the callee may be the other package's override.
 Ownership is decided from paths only, never from the message text.
 """
 
@@ -63,7 +65,11 @@ _COMPILED = re.compile(r"(?:^|\.)_?C$|_C$|_ext$")
 # not what the code expects ("'NoneType' object is not iterable" for a config.json without
 # `architectures`, vLLM's troubleshooting guide), not that the code is wrong
 _READS_INPUT = re.compile(r"[/\\](?:configs?|transformers_utils|tokenizers?)[/\\]|"
-                          r"[/\\](?:config|arg_utils|cli_args|registry|hf_config)\.py$")
+                          r"[/\\](?:\w+_)?config\.py$|[/\\](?:arg_utils|cli_args|registry)\.py$")
+# a call whose arguments do not fit the callee: raised at the call, so the frame shown is the
+# caller's while the callee may be the other package (vLLM calling the plugin's override)
+_CALL_MISMATCH = re.compile(r"unexpected keyword argument|required (?:positional|keyword-only) "
+                            r"argument|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but")
 # a KeyError on a weight's name is the checkpoint against the model, not the code
 _WEIGHT_KEY = re.compile(r"\.(?:weight|bias|scale|offset)\b|layers\.\d+")
 
@@ -144,6 +150,8 @@ def owner_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | Non
         return None
     owner = inner.package
     shown = {f.package for f in frames}
-    if name in _API and owner in ("vllm", "vllm_ascend") and {"vllm", "vllm_ascend"} <= shown:
+    if owner in ("vllm", "vllm_ascend") and (
+            name in _API and {"vllm", "vllm_ascend"} <= shown
+            or name == "TypeError" and _CALL_MISMATCH.search(message)):
         owner = BOUNDARY
     return Ownership(owner, inner, name, message)

@@ -90,7 +90,7 @@ def test_a_version_mismatch_stays_the_mismatch_entrys_answer(cli):
     "RuntimeError: The size of tensor a (128) must match the size of tensor b (64) at non-singleton dimension 1",
 ])
 def test_expected_exceptions_and_user_input_are_no_defect(cli, exc):
-    log = _worker_tb(exc, (f"{SITE}/vllm_ascend/quantization/quant_config.py", 188, "get_quant_method",
+    log = _worker_tb(exc, (f"{SITE}/vllm_ascend/quantization/w4a4_dynamic.py", 188, "get_quant_method",
                            "raise NotImplementedError(msg)"))
     doc = _triage(cli, log)
     assert not any(a["id"].startswith("ASC-BUG") for a in doc["answers"]), doc["answers"]
