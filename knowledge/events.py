@@ -262,10 +262,31 @@ def _defer_wrappers(evs: list[Event], parsed: list[LogLine]) -> None:
             # what the wrapped call returned
             if any((h.code.exact and h.code.table == "acl")
                    or (h.code.table == "cann" and h.code.code.startswith("E")) for h in hits):
-                if ln not in ev.lines:
-                    ev.lines.append(ln)
-                ev.cause = ln
+                detail = _detail_of(ln, parsed[index[ln.n] + 1:])
+                for x in (ln, detail):  # the header stays one of the event's lines
+                    if x not in ev.lines:
+                        ev.lines.append(x)
+                ev.cause = detail
                 break
+
+
+# CANN prints a code's header ("EE9999: Inner Error!") and then the same code again with
+# what failed ("EE9999: [PID: 1] … get error: phyid:0 …[FUNC:…]"): the header says nothing
+_CANN_HEADER = re.compile(r"^\s*(?P<code>E[0-9A-Z]\d{4}):\s*(?:Inner Error!?|\w+ Error!?)?\s*$")
+DETAIL_AHEAD = 4  # lines after a header where its detail line may come
+
+
+def _detail_of(ln: LogLine, after: list[LogLine]) -> LogLine:
+    """The line that says what failed, for a CANN header line; else the line itself."""
+    m = _CANN_HEADER.match(ln.body)
+    if not m:
+        return ln
+    for nxt in after[:DETAIL_AHEAD]:
+        if nxt.n - ln.n > DETAIL_AHEAD:
+            break
+        if nxt.body.lstrip().startswith(m.group("code") + ":") and not _CANN_HEADER.match(nxt.body):
+            return nxt
+    return ln
 
 
 def _count_repeats(evs: list[Event]) -> None:
