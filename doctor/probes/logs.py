@@ -241,7 +241,9 @@ EVENT_LITERALS = ("error", "traceback", "exception", "above exception", "fatal",
                   "cannot open shared object", "undefined symbol", "address already in use",
                   "no space left", "permission denied", "no such file", "cannot import name",
                   "no module named", "has no attribute", "connection refused", "timed out",
-                  "timeout", "error code", "runtime result", "ret is -", "dead")
+                  "timeout", "error code", "runtime result", "ret is -", "dead",
+                  # a traceback's frames: which package raised it (knowledge/owner.py)
+                  'file "')
 # a CANN code on a line without any of the words above ("EI0006: Getting socket …")
 EVENT_PATTERN = re.compile(rb"E[0-9A-Z][0-9]{4}")
 

@@ -201,3 +201,18 @@ def test_a_worker_selector_matching_no_worker_is_named_with_its_value(cli):
     # candidates left: the selector is not what blocks the model
     doc = _triage(cli, "- Matched 1/2 workers by label selector: {'npu-type': '910b'}.\n")
     assert not any(a["id"] == "ASC-SVC-012" for a in doc["answers"])
+
+
+def test_frames_of_a_traceback_in_a_log_too_big_to_read_whole_still_name_the_owner(cli):
+    # past the small-paste size only lines with an event word are kept: a raw stderr
+    # traceback's frames have none but `File "`, and the owner reading needs them
+    filler = "".join(f"INFO 06-02 14:{i // 60 % 60:02d}:{i % 60:02d} [loggers.py:123] Engine 000: "
+                     f"Avg prompt throughput: 0.0 tokens/s, Running: 0 reqs, step {i}\n"
+                     for i in range(14000))
+    assert len(filler) > (1 << 20)
+    tb = ("Traceback (most recent call last):\n"
+          f'  File "{SITE}/vllm_ascend/worker/model_runner_v1.py", line 1311, in _prepare_inputs\n'
+          "    self.input_ids[:total] = self.input_ids_cpu[token_indices]\n"
+          "IndexError: index 4096 is out of bounds for dimension 0 with size 4096\n")
+    doc = _triage(cli, filler + tb)
+    assert doc["answers"][0]["id"] == "ASC-BUG-001" and doc["confident"], doc["answers"][:2]
