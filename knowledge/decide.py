@@ -326,8 +326,8 @@ def _owner_groups(owned: Ownership, index: SourceIndex | None) -> dict[str, str]
     """What an owner entry's message and steps name: the exception, the frame, the version
     of the owning package when the source index knows it."""
     f = owned.frame
-    version = (index.packages.get(owned.owner) if index is not None else None) or \
-        "(version: see pip show)"
+    # unknown without the source index ("?"): the entry's first step shows it
+    version = (index.packages.get(owned.owner) if index is not None else None) or "?"
     return {"exc": owned.exc, "func": f.func, "file": f.path.rsplit("/", 1)[-1],
             "line": str(f.line), "package": owned.owner, "version": str(version)}
 
