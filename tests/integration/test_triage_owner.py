@@ -216,3 +216,21 @@ def test_frames_of_a_traceback_in_a_log_too_big_to_read_whole_still_name_the_own
           "IndexError: index 4096 is out of bounds for dimension 0 with size 4096\n")
     doc = _triage(cli, filler + tb)
     assert doc["answers"][0]["id"] == "ASC-BUG-001" and doc["confident"], doc["answers"][:2]
+
+
+def test_the_owner_answer_names_the_version_of_the_installed_package(cli, tmp_path):
+    pkg = tmp_path / "vllm_ascend"
+    pkg.mkdir()
+    (pkg / "sampler.py").write_text("def pick(ids, k):\n    return ids[k]\n\n\n"
+                                    "def check(k):\n    if k < 0:\n"
+                                    "        raise ValueError(f'negative top-k {k}')\n")
+    (tmp_path / "vllm_ascend-0.23.0.dist-info").mkdir()
+    log = ("Traceback (most recent call last):\n"
+           f'  File "{tmp_path}/vllm_ascend/sampler.py", line 2, in pick\n'
+           "    return ids[k]\n"
+           "IndexError: list index out of range\n")
+    r = cli("triage", "-", "--json", "--lang", "en", "--site", str(tmp_path),
+            env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, input=log)
+    doc = json.loads(r.stdout)
+    first = doc["answers"][0]
+    assert first["id"] == "ASC-BUG-001" and "vllm-ascend 0.23.0" in first["title"], first
