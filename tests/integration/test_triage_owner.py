@@ -234,3 +234,13 @@ def test_the_owner_answer_names_the_version_of_the_installed_package(cli, tmp_pa
     doc = json.loads(r.stdout)
     first = doc["answers"][0]
     assert first["id"] == "ASC-BUG-001" and "vllm-ascend 0.23.0" in first["title"], first
+
+
+def test_an_hccl_init_call_failing_is_no_collective_timeout(cli):
+    log = ("[rank0]: RuntimeError: initialize:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:96 "
+           "HCCL function error: HcclCommInitRootInfo(numRanks, &rootInfo, rank, &comm), error code is 4\n"
+           "[rank0]: [ERROR] 2025-06-01-09:12:44 (PID:77, Device:0, RankID:0) ERR02200 DIST call hccl "
+           "api failed.\n")
+    doc = _triage(cli, log)
+    ids = [a["id"] for a in doc["answers"]]
+    assert "ASC-UPS-018" in ids and ids.index("ASC-UPS-018") < ids.index("ASC-LOG-003"), ids
