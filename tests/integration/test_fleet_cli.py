@@ -212,7 +212,10 @@ def test_fleet_memory_does_not_grow_with_the_bundle_count(tmp_path):
     paths = make_variants(str(many), 90)
     for p in paths[:45]:
         os.symlink(p, few / os.path.basename(p))
-    small = _peak_rss_mb(["fleet", "--json", str(few)])
-    big = _peak_rss_mb(["fleet", "--json", str(many)])
-    print(f"peak RSS: 45 bundles {small:.1f} MiB, 90 bundles {big:.1f} MiB")
-    assert big - small < 10, (small, big)
+    # the peak of one run varies by up to ~13 MiB on the same input (73.6 against 86.6 MiB
+    # for the 45, in CI under load): two runs of each, the smaller fleet's highest against
+    # the bigger one's lowest, which a real leak (+45 MiB or more) still fails
+    small = [_peak_rss_mb(["fleet", "--json", str(few)]) for _ in range(2)]
+    big = [_peak_rss_mb(["fleet", "--json", str(many)]) for _ in range(2)]
+    print(f"peak RSS: 45 bundles {small} MiB, 90 bundles {big} MiB")
+    assert min(big) - max(small) < 10, (small, big)
