@@ -305,6 +305,19 @@ _LOG_PREFIX = re.compile(
 NATIVE_SHARE = 0.5  # a native string explains a line only when it is most of the message
 
 
+def _head_fits(parts: Sequence[str], text: str) -> int | None:
+    """A paste cut short: the longest beginning of the template (whole parts up to a hole,
+    at least MIN_PREFIX of fixed text) that ``text`` holds, the line ending after it."""
+    for k in range(len(parts) - 1, 0, -1):
+        head = parts[:k]
+        if len("".join(head)) < MIN_PREFIX:
+            return None
+        fixed = _fits(head, text)
+        if fixed is not None:
+            return fixed
+    return None
+
+
 def _fits(parts: Sequence[str], text: str) -> int | None:
     """The fixed text of a template's parts when they occur in ``text`` in order (a hole
     between them takes anything), else None. Leftmost matching decides existence, in linear
@@ -346,10 +359,19 @@ class SourceIndex:
                 words.append(ws)
                 for w in ws:
                     counts[w] = counts.get(w, 0) + 1
+        rank = lambda w: (counts[w], -len(w), w)  # noqa: E731
         for j, ws in enumerate(words):
-            if ws:  # the rarest word of the piece is its key
-                self.by_word.setdefault(min(ws, key=lambda w: (counts[w], -len(w), w)),
-                                        []).append(j)
+            if not ws:
+                continue
+            # keyed by the rarest word of the piece, and by the rarest of its first words (a
+            # paste cut short keeps the beginning only)
+            keys = {min(ws, key=rank)}
+            first = next((p for p in self.pieces[j][1].split(HOLE) if _WORD.search(p)), "")
+            head = set(_WORD.findall(first)) & ws
+            if head:
+                keys.add(min(head, key=rank))
+            for k in keys:
+                self.by_word.setdefault(k, []).append(j)
 
     def _parts(self, j: int) -> list[str]:
         parts = self._split.get(j)
@@ -364,15 +386,17 @@ class SourceIndex:
         best: tuple[Site, float] | None = None
         best_key = (0, 0)
         text = _LOG_PREFIX.sub("", line.strip(), count=1)
+        seen: set[int] = set()
         for w in set(_WORD.findall(text)):
             for j in self.by_word.get(w, ()):
+                if j in seen:
+                    continue
+                seen.add(j)
                 site = self.sites[self.pieces[j][0]]
                 parts = self._parts(j)
                 fixed = _fits(parts, text)
-                if fixed is None and len(parts) > 1:  # a paste cut short: the beginning
-                    fixed = _fits(parts[:-1], text)
-                    if fixed is not None and fixed < MIN_PREFIX:
-                        fixed = None
+                if fixed is None and len(parts) > 1:
+                    fixed = _head_fits(parts, text)
                 if fixed is None:
                     continue
                 if site.kind == "native" and fixed < NATIVE_SHARE * len(text):
