@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 PACKAGES = ("vllm", "vllm_ascend", "torch_npu", "torch", "transformers", "huggingface_hub")
-FORMAT = 2
+FORMAT = 3
 MAX_FILE = 2 << 20  # bytes of one source file read
 MAX_FILES = 6000  # per package: far above vllm's ~2 000
 MIN_LITERAL = 12  # a template with less fixed text than this matches too much to trace by
@@ -233,11 +233,29 @@ class _Walker(ast.NodeVisitor):
             if tpl is not None and len(node.args) > 1:  # logging's own %-formatting
                 tpl = _printf(tpl)
             self._add(f"logger.{method}", tpl, node.lineno)
+        elif node.args and _collected(node):
+            # an error message gathered into a list and raised or logged later
+            # (``error_msgs.append(f"While copying the parameter named …")``), or a warning
+            self._add(_collected(node), self._tpl(node.args[0]), node.lineno)
         elif node.args and self.classes and self.scope and self.scope[-1] == "__init__" \
                 and _is_super_init(node):
             # an exception class's own message: ``super().__init__(MESSAGE, …)``
             self._add(f"raise {self.classes[-1]}", self._tpl(node.args[0]), node.lineno)
         self.generic_visit(node)
+
+
+def _collected(node: ast.Call) -> str:
+    """``errors.append(…)`` on a list named for errors or messages, ``warnings.warn(…)``:
+    the kind of site, else ""."""
+    f = node.func
+    if not isinstance(f, ast.Attribute):
+        return ""
+    base = f.value.attr if isinstance(f.value, ast.Attribute) else getattr(f.value, "id", "")
+    if f.attr == "append" and re.search(r"err|msg|message|problem|reason", base, re.I):
+        return f"{base}.append"
+    if f.attr == "warn" and base == "warnings":
+        return "warnings.warn"
+    return ""
 
 
 def _is_super_init(node: ast.Call) -> bool:

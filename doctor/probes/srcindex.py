@@ -97,20 +97,27 @@ def _local_files(site: str, package: str) -> Iterator[tuple[str, bytes]]:
 
 
 def rodata_of(stream) -> bytes:
-    """The ``.rodata`` section of an ELF file (a seekable binary stream); b"" when the file
-    is no ELF or has none."""
+    """The read-only data of an ELF file (a seekable binary stream): ``.rodata`` and the
+    merged string sections compilers put beside it (``.rodata.str1.1``, ``.rodata.str1.8``),
+    at most MAX_RODATA bytes; b"" when the file is no ELF or has none."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
     try:
-        sec = ELFFile(stream).get_section_by_name(".rodata")
-        if sec is None:
-            return b""
-        off, size = int(sec["sh_offset"]), int(sec["sh_size"])
+        spans = [(int(sec["sh_offset"]), int(sec["sh_size"]))
+                 for sec in ELFFile(stream).iter_sections()
+                 if sec.name == ".rodata" or sec.name.startswith(".rodata.str")]
     except (ELFError, ValueError, KeyError, OSError, AssertionError):
         return b""
-    stream.seek(off)
-    return stream.read(min(size, MAX_RODATA))
+    out, left = [], MAX_RODATA
+    for off, size in spans:
+        if left <= 0:
+            break
+        stream.seek(off)
+        chunk = stream.read(min(size, left))
+        out.append(chunk)
+        left -= len(chunk)
+    return b"\0".join(out)
 
 
 def _local_natives(site: str, package: str) -> Iterator[tuple[str, bytes]]:

@@ -154,3 +154,18 @@ def test_index_local_reads_the_strings_of_a_real_shared_object(tmp_path, monkeyp
     # the shipped format is stated in the cache key: an older cache is not read
     assert srcindex.FORMAT >= 2
     assert Path(site.file).suffix == ".so"
+
+
+def test_messages_gathered_for_a_later_raise_and_warnings_are_sites():
+    src = ('import warnings\n'
+           'def load(key, a, b, error_msgs):\n'
+           '    error_msgs.append(f"While copying the parameter named {key!r}, whose dimensions '
+           'in the model are {a} and whose dimensions in the checkpoint are {b}")\n'
+           '    warnings.warn("The tokenizer has no chat template; a default is used")\n')
+    ix = SourceIndex(sites_of_source(src, "torch", "2", "torch/nn/m.py"), {"torch": "2"})
+    site, _ = ix.trace('While copying the parameter named "w", whose dimensions in the model '
+                       "are torch.Size([8]) and whose dimensions in the checkpoint are "
+                       "torch.Size([4])")
+    assert (site.kind, site.function) == ("error_msgs.append", "load")
+    site, _ = ix.trace("UserWarning: The tokenizer has no chat template; a default is used")
+    assert site.kind == "warnings.warn"
