@@ -115,6 +115,7 @@ SHAPE_LINES = {
     "hf.offline": "OSError: We couldn't connect to 'https://huggingface.co' to load this file",
     "hf.repo-not-found": "OSError: q/q3 is not a local folder and is not a valid model identifier "
                          "listed on 'https://huggingface.co/models'",
+    "hf.gated": "huggingface_hub.errors.GatedRepoError: 401 Client Error.",
     "transformers.unknown-architecture": "ValueError: The checkpoint you are trying to load has "
                                          "model type `glm4_moe_lite` but Transformers does not "
                                          "recognize this architecture.",
