@@ -433,13 +433,22 @@ class SourceIndex:
 
     @classmethod
     def from_json(cls, raw: bytes) -> "SourceIndex | None":
-        try:
-            doc = json.loads(raw)
-            if doc.get("format") != FORMAT:
-                return None
-            return cls([Site(*row) for row in doc["sites"]], doc["packages"])
-        except (ValueError, TypeError, KeyError, AttributeError):
+        sites = sites_from_json(raw)
+        if sites is None:
             return None
+        return cls(sites, json.loads(raw)["packages"])
+
+
+def sites_from_json(raw: bytes) -> "list[Site] | None":
+    """The sites of a cached index (None: another format, or not an index), without building
+    its word keys (index_local joins the packages' sites into one index and keys that once)."""
+    try:
+        doc = json.loads(raw)
+        if doc.get("format") != FORMAT:
+            return None
+        return [Site(*row) for row in doc["sites"]]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def build_package(package: str, version: str, files: Iterable[tuple[str, bytes]]) -> list[Site]:
@@ -469,9 +478,9 @@ def load_or_build(package: str, version: str, location: str,
     if enabled():
         raw = read_private(name, limit=256 << 20)
         if raw is not None:
-            cached = SourceIndex.from_json(raw)
+            cached = sites_from_json(raw)
             if cached is not None:
-                return cached.sites
+                return cached
     sites = build_package(package, version, files())
     for rel, rodata in natives() if natives is not None else ():
         sites.extend(native_strings(rodata, package, version, rel))
