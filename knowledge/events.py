@@ -188,7 +188,9 @@ def _has_code(body: str) -> bool:
 def _has_shape(body: str) -> bool:
     from .shapes import shapes_in
 
-    return bool(shapes_in(body))
+    # a context shape (a CANN report frame, an access-log 500) traces a line, never makes it
+    # an event of its own (knowledge/shapes.py)
+    return any(not h.context for h in shapes_in(body))
 
 
 def _traceback(parsed: list[LogLine], i: int, out: list[Event]) -> int:

@@ -36,6 +36,9 @@ class ShapeHit:
     # the message is raised for many unrelated causes ("No module named …") and no variant
     # narrowed it: its cause keys are a guess, never a confident answer (knowledge/decide.py)
     broad: bool = False
+    # the message is part of or a consequence of another error (a CANN report frame, an access
+    # log's 500): it traces the line, it never makes the line an event of its own
+    context: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,5 +104,5 @@ def shapes_in(line: str) -> list[ShapeHit]:
         names = tuple(s.rx.groupindex)
         found.append(ShapeHit(s.key, _fill(d, "", groups, names), _fill(d, "step_", groups, names),
                               tuple(d.get("causes", ())), groups, m.start(), m.end(), source,
-                              broad))
+                              broad, bool(s.doc.get("context"))))
     return sorted(found, key=lambda h: h.start)

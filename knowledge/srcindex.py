@@ -1,6 +1,15 @@
 """A source index of the installed serving stack: the ``raise X(…)`` and
-``logger.error/warning/critical/exception(…)`` sites of vllm, vllm_ascend and torch_npu, as
-message templates with their file, function and guarding condition.
+``logger.error/warning/critical/exception(…)`` sites of vllm, vllm_ascend, torch_npu and the
+libraries their failures come through (torch, transformers, huggingface_hub), as message
+templates with their file, function and guarding condition; and the message strings of their
+native libraries (``.rodata`` of the package's ``.so`` files: printf/fmt format strings and the
+literal pieces ``TORCH_CHECK`` joins), as templates with the library file.
+
+Templates follow the message through the code: f-strings, ``%``-format (also logging's own
+arguments), ``.format``, concatenation, a message first assigned to a name (``msg = f"…";
+raise ValueError(msg)``, module and class constants), an exception class whose ``__init__``
+passes a fixed message to ``super().__init__``; a multi-line message is matched line by line,
+and a line cut short by a paste matches the template's beginning.
 
 Built on the inspected machine from the installed packages' own sources (``ast``, never a
 regex over the text), so a log line produced by those versions traces to the code that
@@ -18,11 +27,14 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
-PACKAGES = ("vllm", "vllm_ascend", "torch_npu")
-FORMAT = 1
+PACKAGES = ("vllm", "vllm_ascend", "torch_npu", "torch", "transformers", "huggingface_hub")
+FORMAT = 3
 MAX_FILE = 2 << 20  # bytes of one source file read
 MAX_FILES = 6000  # per package: far above vllm's ~2 000
 MIN_LITERAL = 12  # a template with less fixed text than this matches too much to trace by
+MIN_NATIVE = 20  # a native string: shorter ones are too common ("out of memory")
+MIN_PREFIX = 24  # a line cut short matches a template's beginning of at least this much text
+MAX_NATIVE = 60000  # strings kept from one library's .rodata
 _LOG_METHODS = {"error", "warning", "warn", "critical", "exception", "fatal", "error_once",
                 "warning_once"}
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
@@ -55,13 +67,17 @@ class Site:
 
 # ---- templates from expressions ----------------------------------------------------------
 
-def template_of(node: ast.AST | None) -> str | None:
+def template_of(node: ast.AST | None,
+                names: "Callable[[str], str | None] | None" = None) -> str | None:
     """The message a string expression builds, placeholders as HOLE; None when the
-    expression is not built from string literals (a variable, a call)."""
+    expression is not built from string literals (a variable, a call). ``names`` resolves a
+    name to the template last assigned to it (a local ``msg``, a module constant)."""
     if node is None:
         return None
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value.replace(HOLE, "")
+    if isinstance(node, ast.Name) and names is not None:
+        return names(node.id)
     if isinstance(node, ast.JoinedStr):
         out = []
         for v in node.values:
@@ -71,17 +87,20 @@ def template_of(node: ast.AST | None) -> str | None:
                 out.append(HOLE)
         return "".join(out)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = template_of(node.left), template_of(node.right)
+        left, right = template_of(node.left, names), template_of(node.right, names)
         if left is None and right is None:
             return None
         return (left if left is not None else HOLE) + (right if right is not None else HOLE)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-        left = template_of(node.left)
+        left = template_of(node.left, names)
         return _printf(left) if left is not None else None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
             and node.func.attr == "format":
-        base = template_of(node.func.value)
+        base = template_of(node.func.value, names)
         return _braces(base) if base is not None else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in ("strip", "rstrip", "lstrip") and not node.args:
+        return template_of(node.func.value, names)
     return None
 
 
@@ -120,6 +139,18 @@ class _Walker(ast.NodeVisitor):
         self.scope: list[str] = []
         self.guards: list[str] = []
         self.sites: list[Site] = []
+        # name -> template assigned, one dict per scope (module, class, function)
+        self.names: list[dict[str, str]] = [{}]
+        self.classes: list[str] = []
+
+    def _lookup(self, name: str) -> str | None:
+        for d in reversed(self.names):
+            if name in d:
+                return d[name]
+        return None
+
+    def _tpl(self, node: ast.AST | None) -> str | None:
+        return template_of(node, self._lookup)
 
     def _add(self, kind: str, tpl: str | None, line: int) -> None:
         if tpl is None or len(tpl.replace(HOLE, "").strip()) < MIN_LITERAL:
@@ -130,9 +161,11 @@ class _Walker(ast.NodeVisitor):
 
     def _scoped(self, node: ast.AST, name: str) -> None:
         self.scope.append(name)
+        self.names.append({})
         guards, self.guards = self.guards, []
         self.generic_visit(node)
         self.guards = guards
+        self.names.pop()
         self.scope.pop()
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
@@ -141,7 +174,34 @@ class _Walker(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.classes.append(node.name)
         self._scoped(node, node.name)
+        self.classes.pop()
+
+    def _assign(self, target: ast.AST, value: ast.AST | None) -> None:
+        if isinstance(target, ast.Name) and value is not None:
+            tpl = self._tpl(value)
+            if tpl is not None:
+                self.names[-1][target.id] = tpl
+            else:
+                self.names[-1].pop(target.id, None)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        if len(node.targets) == 1:
+            self._assign(node.targets[0], node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.generic_visit(node)
+        self._assign(node.target, node.value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.generic_visit(node)
+        if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
+            old = self._lookup(node.target.id)
+            add = self._tpl(node.value)
+            if old is not None:
+                self.names[-1][node.target.id] = old + (add if add is not None else HOLE)
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
@@ -159,18 +219,52 @@ class _Walker(ast.NodeVisitor):
 
     def visit_Raise(self, node: ast.Raise) -> None:
         exc = node.exc
-        if isinstance(exc, ast.Call) and exc.args:
-            self._add(f"raise {_exc_name(exc)}", template_of(exc.args[0]), node.lineno)
+        if isinstance(exc, ast.Call):
+            arg = exc.args[0] if exc.args else next(
+                (k.value for k in exc.keywords if k.arg in ("msg", "message", "detail")), None)
+            if arg is not None:
+                self._add(f"raise {_exc_name(exc)}", self._tpl(arg), node.lineno)
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         method = _logger_call(node)
         if method and node.args:
-            tpl = template_of(node.args[0])
+            tpl = self._tpl(node.args[0])
             if tpl is not None and len(node.args) > 1:  # logging's own %-formatting
                 tpl = _printf(tpl)
             self._add(f"logger.{method}", tpl, node.lineno)
+        elif node.args and _collected(node):
+            # an error message gathered into a list and raised or logged later
+            # (``error_msgs.append(f"While copying the parameter named …")``), or a warning
+            self._add(_collected(node), self._tpl(node.args[0]), node.lineno)
+        elif node.args and self.classes and self.scope and self.scope[-1] == "__init__" \
+                and _is_super_init(node):
+            # an exception class's own message: ``super().__init__(MESSAGE, …)``
+            self._add(f"raise {self.classes[-1]}", self._tpl(node.args[0]), node.lineno)
         self.generic_visit(node)
+
+
+def _collected(node: ast.Call) -> str:
+    """``errors.append(…)`` on a list named for errors or messages, ``warnings.warn(…)``:
+    the kind of site, else ""."""
+    f = node.func
+    if not isinstance(f, ast.Attribute):
+        return ""
+    base = f.value.attr if isinstance(f.value, ast.Attribute) else getattr(f.value, "id", "")
+    if f.attr == "append" and re.search(r"err|msg|message|problem|reason", base, re.I):
+        return f"{base}.append"
+    if f.attr == "warn" and base == "warnings":
+        return "warnings.warn"
+    return ""
+
+
+def _is_super_init(node: ast.Call) -> bool:
+    f = node.func
+    if not isinstance(f, ast.Attribute) or f.attr != "__init__":
+        return False
+    base = f.value
+    return (isinstance(base, ast.Call) and getattr(base.func, "id", "") == "super") \
+        or (isinstance(base, ast.Name) and base.id.endswith(("Error", "Exception")))
 
 
 def sites_of_source(source: str | bytes, package: str, version: str, rel: str) -> list[Site]:
@@ -180,55 +274,155 @@ def sites_of_source(source: str | bytes, package: str, version: str, rel: str) -
     except (SyntaxError, ValueError):
         return []
     w = _Walker(package, version, rel)
+    # module constants first: a function may use one assigned further down the file
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            w._assign(stmt.targets[0], stmt.value)
     w.visit(tree)
     return w.sites
 
 
+# ---- native libraries ------------------------------------------------------------------
+
+_NATIVE = re.compile(rb"[\x20-\x7e]{%d,500}" % MIN_NATIVE)
+_NATIVE_FMT = re.compile(r"%(?:\d+\$)?[-#0 +']*(?:\*|\d+)?(?:\.(?:\*|\d+))?"
+                         r"(?:hh|h|ll|l|L|q|j|z|Z|t)?[diouxXeEfFgGaAcspn%]|\{[^{}]{0,20}\}")
+_LETTERS = re.compile(r"[A-Za-z]{3,}")
+
+
+def native_strings(rodata: bytes, package: str, version: str, rel: str) -> list[Site]:
+    """Message-like strings of a native library's read-only data: printf/fmt placeholders as
+    HOLE. Only text with at least three words of letters and MIN_NATIVE characters is kept
+    (symbol names, paths and tables are not messages)."""
+    out: list[Site] = []
+    seen: set[str] = set()
+    for m in _NATIVE.finditer(rodata):
+        text = m.group().decode("ascii")
+        if " " not in text.strip() or len(_LETTERS.findall(text)) < 3 or text in seen:
+            continue
+        seen.add(text)
+        tpl = _NATIVE_FMT.sub(lambda f: "%" if f.group() == "%%" else HOLE, text)
+        if len(tpl.replace(HOLE, "").strip()) < MIN_NATIVE:
+            continue
+        out.append(Site(package, version, rel, 0, "", "native", tpl))
+        if len(out) >= MAX_NATIVE:
+            break
+    return out
+
+
 # ---- the index -------------------------------------------------------------------------
 
+# what a logger or a launcher puts before the message: vLLM's "(EngineCore_DP0 pid=4) ERROR
+# 11-20 03:06:02 [core.py:711] ", its older "ERROR 06-20 23:20:13 engine.py:400] ",
+# torchrun's "[rank0]: ", a Python logging "2025-01-01 10:00:00,123 - name - ERROR - "
+_LOG_PREFIX = re.compile(
+    r"^(?:\[rank\d+\]:\s*)?(?:\([\w.-]+ pid=\d+\)\s*)?"
+    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|FATAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+"
+    r"\[?[\w.-]+\.py:\d+\]\s*|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.\d]*\s+-\s+[\w.]+\s+-\s+"
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+-\s+)?")
+NATIVE_SHARE = 0.5  # a native string explains a line only when it is most of the message
+
+
+def _head_fits(parts: Sequence[str], text: str) -> int | None:
+    """A paste cut short: the longest beginning of the template (whole parts up to a hole,
+    at least MIN_PREFIX of fixed text) that ``text`` holds, the line ending after it."""
+    for k in range(len(parts) - 1, 0, -1):
+        head = parts[:k]
+        if len("".join(head)) < MIN_PREFIX:
+            return None
+        fixed = _fits(head, text)
+        if fixed is not None:
+            return fixed
+    return None
+
+
+def _fits(parts: Sequence[str], text: str) -> int | None:
+    """The fixed text of a template's parts when they occur in ``text`` in order (a hole
+    between them takes anything), else None. Leftmost matching decides existence, in linear
+    time: no regex, so no backtracking on a template of many holes."""
+    pos = 0
+    for i, p in enumerate(parts):
+        if not p:
+            continue
+        at = text.find(p, pos)
+        if at < 0:
+            return None
+        pos = at + len(p)
+    return sum(len(p) for p in parts)
+
+
 class SourceIndex:
-    """Templates of the installed stack, searchable by a log line."""
+    """Templates of the installed stack, searchable by a log line.
+
+    Each template is cut into the lines of the message it prints (a log line holds one); each
+    piece with enough fixed text is keyed by its rarest word. A line is explained by the piece
+    whose fixed text it holds most of: the whole piece, or (a paste cut short) the piece's
+    beginning up to where the line ends."""
 
     def __init__(self, sites: Sequence[Site], packages: dict[str, str]) -> None:
         self.sites = list(sites)
         self.packages = dict(packages)  # package -> version indexed
-        self._rx: dict[int, "re.Pattern[str]"] = {}
+        self._split: dict[int, list[str]] = {}
+        self.pieces: list[tuple[int, str]] = []  # (site, one line of its template)
         self.by_word: dict[str, list[int]] = {}
         counts: dict[str, int] = {}
         words = []
-        for s in self.sites:
-            ws = set(_WORD.findall(s.template.replace(HOLE, " ")))
-            words.append(ws)
-            for w in ws:
-                counts[w] = counts.get(w, 0) + 1
-        for i, ws in enumerate(words):
-            if ws:  # the rarest word of the template is its key
-                self.by_word.setdefault(min(ws, key=lambda w: (counts[w], -len(w), w)),
-                                        []).append(i)
+        for i, s in enumerate(self.sites):
+            least = MIN_NATIVE if s.kind == "native" else MIN_LITERAL
+            for piece in s.template.split("\n"):
+                if len(piece.replace(HOLE, "").strip()) < least:
+                    continue
+                self.pieces.append((i, piece))
+                ws = set(_WORD.findall(piece.replace(HOLE, " ")))
+                words.append(ws)
+                for w in ws:
+                    counts[w] = counts.get(w, 0) + 1
+        rank = lambda w: (counts[w], -len(w), w)  # noqa: E731
+        for j, ws in enumerate(words):
+            if not ws:
+                continue
+            # keyed by the rarest word of the piece, and by the rarest of its first words (a
+            # paste cut short keeps the beginning only)
+            keys = {min(ws, key=rank)}
+            first = next((p for p in self.pieces[j][1].split(HOLE) if _WORD.search(p)), "")
+            head = set(_WORD.findall(first)) & ws
+            if head:
+                keys.add(min(head, key=rank))
+            for k in keys:
+                self.by_word.setdefault(k, []).append(j)
 
-    def _regex(self, i: int) -> "re.Pattern[str]":
-        rx = self._rx.get(i)
-        if rx is None:
-            parts = self.sites[i].template.split(HOLE)
-            body = "(.*?)".join(re.escape(p) for p in parts)
-            rx = self._rx[i] = re.compile(body, re.DOTALL)
-        return rx
+    def _parts(self, j: int) -> list[str]:
+        parts = self._split.get(j)
+        if parts is None:
+            parts = self._split[j] = [p for p in self.pieces[j][1].strip().split(HOLE)]
+        return parts
 
     def trace(self, line: str) -> "tuple[Site, float] | None":
         """The site whose template explains most of ``line``, with the share of the line's
-        text its fixed parts cover (0–1); None when no template fits."""
+        text its fixed parts cover (0–1); None when no template fits. A Python site wins over
+        a native string of the same length (it names a function)."""
         best: tuple[Site, float] | None = None
-        best_len = 0
-        text = line.strip()
+        best_key = (0, 0)
+        text = _LOG_PREFIX.sub("", line.strip(), count=1)
+        seen: set[int] = set()
         for w in set(_WORD.findall(text)):
-            for i in self.by_word.get(w, ()):
-                m = self._regex(i).search(text)
-                if not m:
+            for j in self.by_word.get(w, ()):
+                if j in seen:
                     continue
-                fixed = len(self.sites[i].template.replace(HOLE, ""))
-                if fixed > best_len:
-                    best_len = fixed
-                    best = (self.sites[i], min(fixed / max(len(text), 1), 1.0))
+                seen.add(j)
+                site = self.sites[self.pieces[j][0]]
+                parts = self._parts(j)
+                fixed = _fits(parts, text)
+                if fixed is None and len(parts) > 1:
+                    fixed = _head_fits(parts, text)
+                if fixed is None:
+                    continue
+                if site.kind == "native" and fixed < NATIVE_SHARE * len(text):
+                    continue  # a common phrase of a library inside a longer message
+                key = (fixed, 0 if site.kind == "native" else 1)
+                if key > best_key:
+                    best_key = key
+                    best = (site, min(fixed / max(len(text), 1), 1.0))
         return best
 
     def to_json(self) -> bytes:
@@ -239,13 +433,22 @@ class SourceIndex:
 
     @classmethod
     def from_json(cls, raw: bytes) -> "SourceIndex | None":
-        try:
-            doc = json.loads(raw)
-            if doc.get("format") != FORMAT:
-                return None
-            return cls([Site(*row) for row in doc["sites"]], doc["packages"])
-        except (ValueError, TypeError, KeyError, AttributeError):
+        sites = sites_from_json(raw)
+        if sites is None:
             return None
+        return cls(sites, json.loads(raw)["packages"])
+
+
+def sites_from_json(raw: bytes) -> "list[Site] | None":
+    """The sites of a cached index (None: another format, or not an index), without building
+    its word keys (index_local joins the packages' sites into one index and keys that once)."""
+    try:
+        doc = json.loads(raw)
+        if doc.get("format") != FORMAT:
+            return None
+        return [Site(*row) for row in doc["sites"]]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def build_package(package: str, version: str, files: Iterable[tuple[str, bytes]]) -> list[Site]:
@@ -257,24 +460,30 @@ def build_package(package: str, version: str, files: Iterable[tuple[str, bytes]]
 
 
 def load_or_build(package: str, version: str, location: str,
-                  files: Callable[[], Iterator[tuple[str, bytes]]]) -> list[Site]:
+                  files: Callable[[], Iterator[tuple[str, bytes]]],
+                  natives: "Callable[[], Iterator[tuple[str, bytes]]] | None" = None
+                  ) -> list[Site]:
     """The sites of ``package`` ``version`` from the user cache, or built from ``files``
-    (then cached). The key includes the location: two venvs with the same version built
-    from different trees are two entries."""
+    (then cached); ``natives`` gives (library path, its .rodata) for the native strings. The
+    key includes the location: two venvs with the same version built from different trees
+    are two entries."""
     import hashlib
 
     from ascend_doctor.usercache import enabled, read_private, write_private
 
-    key = hashlib.sha256(f"{FORMAT}\0{package}\0{version}\0{location}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{FORMAT}\0{package}\0{version}\0{location}\0{natives is not None}"
+                         .encode()).hexdigest()[:16]
     safe = re.sub(r"[^\w.+-]", "_", version)
     name = f"srcindex-{package}-{safe}-{key}.json"
     if enabled():
-        raw = read_private(name, limit=64 << 20)
+        raw = read_private(name, limit=256 << 20)
         if raw is not None:
-            cached = SourceIndex.from_json(raw)
+            cached = sites_from_json(raw)
             if cached is not None:
-                return cached.sites
+                return cached
     sites = build_package(package, version, files())
+    for rel, rodata in natives() if natives is not None else ():
+        sites.extend(native_strings(rodata, package, version, rel))
     if enabled():
         write_private(name, SourceIndex(sites, {package: version}).to_json())
     return sites

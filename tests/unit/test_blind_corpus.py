@@ -189,3 +189,36 @@ def test_scorer_counts_traced_lines_by_their_source_and_scores_the_verdict(tmp_p
                  "answers": [{"id": "ASC-LOG-004", "causes": ["npu-oom"]}]}
     fake.write_text("#!/bin/sh\ncat <<'EOF'\n" + json.dumps(confident) + "\nEOF\n")
     assert score.score_one(thread, {}, [str(fake)]).verdict == "right"
+
+
+def test_scorer_passes_site_directories_to_triage_and_names_the_stack(tmp_path: Path) -> None:
+    """--site DIR reaches every triage call: the source-index layer counts, and the table
+    header says which packages and versions were indexed."""
+    import os
+
+    root = _sample_root(tmp_path)
+    part = next(p for p in corpus.PARTS if any((root / p).iterdir()))
+    site = tmp_path / "site"
+    (site / "vllm" / "v1").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("")
+    (site / "vllm" / "v1" / "utils.py").write_text(
+        "def wait_for_engine_startup(failed):\n"
+        "    raise RuntimeError('Engine core initialization failed. See root cause above. '\n"
+        "                       f'Failed core proc(s): {failed}')\n")
+    (site / "vllm-0.0.1.dist-info").mkdir()
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    base = [sys.executable, str(SCORER), "--part", part, "--root", str(root), "--json"]
+    bare = json.loads(subprocess.run(base, capture_output=True, text=True, timeout=300,
+                                     env=env, check=True).stdout)
+    out = subprocess.run([*base, "--site", str(site)], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["sites"] == [str(site.resolve())] and doc["indexed"] == "vllm 0.0.1"
+    assert bare["indexed"] == "none (no --site)"
+    text = subprocess.run([*base[:-1], "--site", str(site)], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert "source index: vllm 0.0.1" in text.stdout, text.stdout
+    missing = subprocess.run([*base, "--site", str(tmp_path / "nope")], capture_output=True,
+                             text=True, timeout=60, env=env)
+    assert missing.returncode == 2 and "not a directory" in missing.stderr

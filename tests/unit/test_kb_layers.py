@@ -95,6 +95,40 @@ SHAPE_LINES = {
     "python.name-resolution": "socket.gaierror: [Errno -2] Name or service not known",
     "python.timeout": "TimeoutError: timed out after 600 seconds",
     "python.segfault": "Fatal Python error: Segmentation fault",
+    "os.no-memory": "OSError: [Errno 12] Cannot allocate memory",
+    "os.connection-timed-out": "TimeoutError: [Errno 110] Connection timed out",
+    "os.connection-reset": "ConnectionResetError: [Errno 104] Connection reset by peer",
+    "os.too-many-open-files": "OSError: [Errno 24] Too many open files",
+    "os.read-only-fs": "OSError: [Errno 30] Read-only file system: '/root/.cache/huggingface'",
+    "os.no-such-device": "OSError: [Errno 19] No such device",
+    "python.argparse-invalid-choice": "vllm serve: error: argument --quantization/-q: invalid "
+                                      "choice: 'ascend' (choose from 'awq', 'fp8')",
+    "python.argparse-unrecognized": "api_server.py: error: unrecognized arguments: --foo",
+    "pydantic.validation-error": "pydantic_core._pydantic_core.ValidationError: 1 validation "
+                                 "error for ModelConfig",
+    "torch.tcpstore": "torch.distributed.DistNetworkError: The client socket has timed out after "
+                      "600000ms while trying to connect to (10.0.0.1, 29500).",
+    "torch.gloo": "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/"
+                  "transport/tcp/pair.cc:144] no error",
+    "ray.no-resources": "ValueError: Current node has no NPU available. "
+                        "current_node_resource={'CPU': 64.0}",
+    "hf.offline": "OSError: We couldn't connect to 'https://huggingface.co' to load this file",
+    "hf.repo-not-found": "OSError: q/q3 is not a local folder and is not a valid model identifier "
+                         "listed on 'https://huggingface.co/models'",
+    "hf.gated": "huggingface_hub.errors.GatedRepoError: 401 Client Error.",
+    "transformers.unknown-architecture": "ValueError: The checkpoint you are trying to load has "
+                                         "model type `glm4_moe_lite` but Transformers does not "
+                                         "recognize this architecture.",
+    "transformers.trust-remote-code": "ValueError: The repository for x contains custom code "
+                                      "which must be executed to correctly load the model.",
+    "transformers.no-chat-template": "ValueError: Cannot use chat template functions because "
+                                     "tokenizer.chat_template is not set",
+    "torch.device-oom": "RuntimeError: NPU out of memory. Tried to allocate 52.00 MiB (NPU 0; "
+                        "60.96 GiB total capacity)",
+    "http.server-error": 'INFO:     127.0.0.1:37638 - "POST /v1/completions HTTP/1.1" 500 '
+                         "Internal Server Error",
+    "cann.report-frame": "    build op model failed, result = 500001[FUNC:ReportInnerError]"
+                         "[FILE:log_inner.cpp][LINE:145]",
 }
 
 

@@ -2,6 +2,8 @@
 
     python tests/corpus/threads/score.py --part blind      # the number the README may quote
     python tests/corpus/threads/score.py --part tuning --detail
+    python tests/corpus/threads/score.py --part tuning --ci-stack    # + the stack CI installs
+    python tests/corpus/threads/score.py --part tuning --site DIR    # + any site-packages
 
 Each thread's pasted log goes through the real console script (`ascend-doctor triage --json`).
 The first answer is *right* when its cause keys contain the thread's key, *wrong advice* when
@@ -12,6 +14,10 @@ ENTRY_CAUSES.toml. An older triage without `confident` is scored on its first `m
 Error lines are *traced* when triage says where the line came from (`error_lines[]`, each
 with a `source` layer: curated entry, error-code table, message shape, source template);
 with a triage that has no such field, a line counts when a match quotes it.
+``--site DIR`` (repeatable) is passed to every triage call, so the source-index layer (raise
+and log sites of the vllm / vllm_ascend / torch_npu … installed there) counts too; the table
+header names the packages and versions triage indexed. ``--ci-stack`` adds the stack CI has
+(ci_stack.py: the real vllm-ascend and torch-npu wheels, the real vLLM CPU venv).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ class Result:
     traced: int
     mode: str  # "source" (triage says where a line came from) or "matched"
     detail: str = ""
+    index: dict[str, Any] = field(default_factory=dict)  # triage's source_index note
 
 
 @dataclass
@@ -59,6 +66,18 @@ class Table:
     when: str
     kb: str
     results: list[Result] = field(default_factory=list)
+    sites: tuple[str, ...] = ()
+
+    def indexed(self) -> str:
+        """Which stack triage indexed (the packages and versions it said), or why none."""
+        if not self.sites:
+            return "none (no --site)"
+        for r in self.results:
+            if r.index.get("available"):
+                pk = r.index.get("packages") or {}
+                return ", ".join(f"{k} {v}" for k, v in sorted(pk.items()))
+        why = next((str(r.index.get("reason")) for r in self.results if r.index), "unknown")
+        return f"none ({why})"
 
     def count(self, verdict: str) -> int:
         return sum(r.verdict == verdict for r in self.results)
@@ -71,7 +90,8 @@ class Table:
         return {"part": self.part, "date": self.when, "kb": self.kb, "threads": n,
                 "right": self.count("right"), "wrong": self.count("wrong"),
                 "no_match": self.count("none"), "errors": self.count("error"),
-                "error_lines": err, "traced_lines": tr, "trace_mode": modes}
+                "error_lines": err, "traced_lines": tr, "trace_mode": modes,
+                "sites": list(self.sites), "indexed": self.indexed()}
 
 
 def triage_command() -> list[str]:
@@ -137,15 +157,17 @@ def traced_lines(answer: dict[str, Any]) -> tuple[set[int], str]:
     return quoted, "matched"
 
 
-def score_one(thread: Thread, causes: dict[str, tuple[str, ...]], cmd: list[str]) -> Result:
+def score_one(thread: Thread, causes: dict[str, tuple[str, ...]], cmd: list[str],
+              sites: tuple[str, ...] = ()) -> Result:
     name = thread.path.stem
     with tempfile.NamedTemporaryFile("w", suffix=".log", encoding="utf-8", delete=False) as fh:
         fh.write(thread.log + "\n")
         path = fh.name
     try:
         env = dict(os.environ, LANG="C.UTF-8", LC_ALL="C.UTF-8")
-        proc = subprocess.run([*cmd, "triage", "--json", "--lang", "en", path],
-                              capture_output=True, text=True, timeout=120, env=env)
+        site_args = [a for s in sites for a in ("--site", s)]
+        proc = subprocess.run([*cmd, "triage", "--json", "--lang", "en", *site_args, path],
+                              capture_output=True, text=True, timeout=900, env=env)
     finally:
         os.unlink(path)
     if proc.returncode not in (0, 1):
@@ -158,6 +180,14 @@ def score_one(thread: Thread, causes: dict[str, tuple[str, ...]], cmd: list[str]
                       detail=f"not JSON: {exc}")
     lines, mode = traced_lines(answer)
     traced = sum(n in lines for n in thread.error_lines)
+    note = answer.get("source_index") if isinstance(answer.get("source_index"), dict) else {}
+    r = _verdict(thread, causes, answer, traced, mode, name)
+    r.index = note
+    return r
+
+
+def _verdict(thread: Thread, causes: dict[str, tuple[str, ...]], answer: dict[str, Any],
+             traced: int, mode: str, name: str) -> Result:
     if "confident" in answer:  # the verdict triage gives: no advice unless confident
         answers = answer.get("answers") or []
         if not answer["confident"] or not answers:
@@ -188,7 +218,7 @@ def kb_revision(repo: Path) -> str:
 
 
 def score(part: str, sample: int | None = None, root: Path | None = None,
-          workers: int = 2) -> Table:
+          workers: int = 2, sites: tuple[str, ...] = ()) -> Table:
     threads = load_part(part, root)
     if sample is not None:
         threads = threads[:sample]
@@ -196,9 +226,15 @@ def score(part: str, sample: int | None = None, root: Path | None = None,
     causes = entry_causes(kb, (root or HERE) / "ENTRY_CAUSES.toml")
     cmd = triage_command()
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    table = Table(part=part, when=when, kb=kb_revision(kb.parent))
+    table = Table(part=part, when=when, kb=kb_revision(kb.parent), sites=tuple(sites))
+    if sites and threads:  # the first call builds the index (cached per version), once
+        first = [score_one(threads[0], causes, cmd, sites)]
+        threads = threads[1:]
+    else:
+        first = []
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        table.results = list(pool.map(lambda t: score_one(t, causes, cmd), threads))
+        table.results = first + list(pool.map(lambda t: score_one(t, causes, cmd, sites),
+                                              threads))
     return table
 
 
@@ -214,6 +250,8 @@ def render(table: Table, detail: bool = False) -> str:
     rows = [
         f"triage on the thread corpus, part {d['part']}: {n} threads, {d['date']}, "
         f"repository {d['kb']}",
+        f"  source index: {d['indexed']}"
+        + (f"  (--site {' --site '.join(d['sites'])})" if d['sites'] else ""),
         f"  first entry right      {d['right']:4d}  {_pct(d['right'], n)}",
         f"  wrong advice           {d['wrong']:4d}  {_pct(d['wrong'], n)}",
         f"  no match               {d['no_match']:4d}  {_pct(d['no_match'], n)}",
@@ -242,12 +280,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--root", type=Path, default=None,
                     help="a corpus directory laid out like this one (tests)")
+    ap.add_argument("--site", action="append", default=[], metavar="DIR",
+                    help="a site-packages directory passed to every triage call (repeatable)")
+    ap.add_argument("--ci-stack", action="store_true",
+                    help="add the stack CI installs (ci_stack.py: the real vllm-ascend and "
+                         "torch-npu wheels, the real vLLM CPU venv), prepared once")
     args = ap.parse_args(argv)
+    sites = [str(Path(s).resolve()) for s in args.site]
+    if args.ci_stack:
+        if __package__ in (None, ""):
+            from ci_stack import sites as ci_sites  # type: ignore[import-not-found]
+        else:
+            from .ci_stack import sites as ci_sites
+        sites += [s for s in ci_sites() if s not in sites]
+    for s in sites:
+        if not Path(s).is_dir():
+            print(f"score.py: --site {s}: not a directory", file=sys.stderr)
+            return 2
     if args.detail and (args.part or "blind") == "blind" and args.root is None:
         print("score.py: per-thread rows of the blind part are not shown (RULE.md §7); "
               "--detail works with --tuning", file=sys.stderr)
         return 2
-    table = score(args.part or "blind", args.sample, root=args.root, workers=args.workers)
+    table = score(args.part or "blind", args.sample, root=args.root, workers=args.workers,
+                  sites=tuple(sites))
     if args.json:
         doc = table.as_dict()
         if args.detail:
