@@ -15,9 +15,12 @@ process id, for data-parallel engines). Other knobs:
 
 Lines are written in batches (recorder.AuditFile): one ``os.write`` per step made the engine
 thread wait for the GIL after every step (TTFT p99 +42–66 % on a real vLLM server, issue 35).
-At exit the buffer is written (atexit, multiprocessing's exit finalisers, the file's
-finaliser); an engine killed outright loses at most the last batch: 64 steps and 500 ms by
-default, always whole lines.
+The engine thread queues a step's line without a lock or a system call and writes the queue
+itself once per batch; a background thread writes it only once the engine has stopped
+stepping. At exit the queue is written (atexit, multiprocessing's exit finalisers, the
+file's finaliser) and one log line says what the audit cost the engine thread; an engine
+killed outright loses at most the last batch: 64 steps and 500 ms by default, always whole
+lines.
 
 It never imports vLLM itself: a post-import hook patches
 ``vllm.v1.core.sched.scheduler.Scheduler.__init__`` (V1) or
@@ -36,6 +39,7 @@ import logging
 import os
 import sys
 import threading
+from time import perf_counter_ns
 from typing import Any, Callable
 
 ENV = "ASCEND_DOCTOR_BLOCK_AUDIT"
@@ -215,12 +219,14 @@ def install_v1(sched: Any, st: AuditState) -> Any:
     def schedule(*args: Any, **kwargs: Any) -> Any:
         out = orig_schedule(*args, **kwargs)
         if st.enabled:
+            t0 = perf_counter_ns()
             try:
                 if sched.kv_cache_manager is not hooked[0]:  # a subclass swapped it after init
                     hook_free(sched.kv_cache_manager)
                 rec.record_v1(out)
             except Exception as exc:  # noqa: BLE001 - never into the engine
                 st.disable(f"cannot record SchedulerOutput ({type(exc).__name__}: {exc})")
+            rec.ns += perf_counter_ns() - t0
         return out
 
     hook_free(km)
@@ -273,7 +279,9 @@ def patch_v0(cls: type, st: AuditState) -> None:
                     rec = StepRecorder(st.new_file(), header, st.every)
                     st.recorders.append(rec)
                     self.__dict__[_MARK + "_rec"] = rec
+                t0 = perf_counter_ns()
                 rec.record_v0(res[0])
+                rec.ns += perf_counter_ns() - t0
             except Exception as exc:  # noqa: BLE001
                 st.disable(f"cannot record V0 seq_group_metadata ({type(exc).__name__}: {exc})")
         return res
