@@ -42,6 +42,7 @@ FORMAT_VERSION = 1
 BATCH_STEPS = 64  # lines per os.write (a killed engine loses at most this many steps)
 BATCH_MS = 500  # and at most this long: the background flush period
 BATCH_BYTES = 1 << 20  # a batch of big steps is written sooner
+REPORT_S = 3600  # the cost line is logged at most hourly, when the engine goes idle
 log = logging.getLogger("vllm.ascend_doctor.block_audit")
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, check_circular=False).encode
 
@@ -90,6 +91,7 @@ class AuditFile:
         self.writes = 0  # os.write calls that carried lines (batches)
         self.idle_writes = 0  # of which the background thread made (the engine had stopped)
         self.error: OSError | None = None  # a failed write of the background thread
+        self.on_idle: Callable[[], None] | None = None  # called after an idle write
         self._fd = -1
         self._dfd = -1
         self._size = 0  # bytes in the file
@@ -186,6 +188,8 @@ class AuditFile:
                         with f._lock:
                             f._write_queue()
                             f.idle_writes += 1
+                        if f.on_idle is not None:
+                            f.on_idle()
                 except OSError as exc:
                     f.error = exc  # the engine thread raises it at its next line
                     return
@@ -272,7 +276,7 @@ def _at_exit() -> None:
     flush_all()
     for rec in list(_recorders):
         try:
-            rec.report()
+            rec.report(final=True)
         except Exception:  # noqa: BLE001 - an exit hook never raises
             pass
 
@@ -315,7 +319,7 @@ class StepRecorder:
 
     def __init__(self, out: AuditFile, header: dict[str, Any], every: int = 1,
                  full_table: Callable[[str], Any] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, report_s: float = REPORT_S) -> None:
         self.out = out
         self.clock = clock
         self.header = {"t": "hdr", "v": FORMAT_VERSION, **header, "every": max(1, every)}
@@ -331,7 +335,10 @@ class StepRecorder:
         # spent in it (the wrapper adds each step's), bytes of the step lines
         self.ns = 0
         self.bytes = 0
-        self._reported = False
+        self.report_s = report_s
+        self._reported_step = 0
+        self._last_report = time.monotonic()
+        out.on_idle = self._idle
         _recorders.add(self)
 
     # -- events between steps -------------------------------------------------------------
@@ -427,12 +434,21 @@ class StepRecorder:
                   for m in seq_group_metadata_list]
         self._emit({"t": "s0", "n": self.step, "g": groups})
 
-    def report(self) -> None:
-        """One log line (once, at exit): what the audit cost this engine thread and how
-        fast it fills its files, so an operator can judge leaving it on."""
-        if self._reported or not self.step:
+    def _idle(self) -> None:
+        """The engine stopped stepping (the background thread wrote its queue): the cost
+        line, at most every ``report_s`` seconds."""
+        if time.monotonic() - self._last_report >= self.report_s:
+            self.report()
+
+    def report(self, final: bool = False) -> None:
+        """One log line: what the audit has cost this engine thread and how fast it fills its
+        files, so an operator can judge leaving it on. Logged when the engine goes idle at
+        most every ``report_s`` (vLLM 0.32 kills its EngineCore at shutdown before exit
+        handlers run) and at exit if steps came since."""
+        if not self.step or (final and self._reported_step == self.step):
             return
-        self._reported = True
+        self._reported_step = self.step
+        self._last_report = time.monotonic()
         out = self.out
         log.info("ascend-doctor block audit: %d steps recorded, %.1f us of the engine "
                  "thread a step, %d B a step, %d writes (%d after the engine stopped), "

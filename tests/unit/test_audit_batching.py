@@ -307,3 +307,32 @@ def test_the_recorder_logs_its_cost_once_at_exit(tmp_path, caplog, monkeypatch):
     assert lines[0].startswith("ascend-doctor block audit: 40 steps recorded, "), lines
     assert f", {size // 40} B a step, {rec.out.writes} writes (0 after the engine stopped)" \
         in lines[0], (lines, size)
+
+
+def test_the_cost_line_is_logged_when_the_engine_goes_idle(tmp_path, caplog):
+    """vLLM 0.32 kills its EngineCore at shutdown before exit handlers run: the cost line also
+    comes when the background thread writes an idle engine's queue (at most every
+    ``_REPORT_S``; 0 here), from that thread, never from the engine's steps."""
+    import logging
+
+    path = tmp_path / "i.jsonl"
+    st = AuditState({"ASCEND_DOCTOR_BLOCK_AUDIT": str(path),
+                     "ASCEND_DOCTOR_BLOCK_AUDIT_BATCH_MS": "40",
+                     "ASCEND_DOCTOR_BLOCK_AUDIT_REPORT_S": "0"})
+    sched = MiniScheduler(seed=6)
+    workload(sched, 20)
+    with caplog.at_level(logging.INFO, logger="vllm.ascend_doctor.block_audit"):
+        rec = install_v1(sched, st)
+        drive(sched, 12)
+        assert not [r for r in caplog.records if "steps recorded" in r.getMessage()]
+        deadline = time.perf_counter() + 10
+        while rec.out.idle_writes == 0 and time.perf_counter() < deadline:
+            time.sleep(0.01)
+        while not [r for r in caplog.records if "steps recorded" in r.getMessage()] \
+                and time.perf_counter() < deadline:
+            time.sleep(0.01)
+    got = [r for r in caplog.records if "steps recorded" in r.getMessage()]
+    assert got and got[0].getMessage().startswith("ascend-doctor block audit: 12 steps recorded")
+    assert got[0].threadName == "ascend-doctor-audit-flush"
+    assert [json.loads(x)["n"] for x in path.read_bytes().splitlines()[1:]] == list(range(1, 13))
+    rec.out.close()
