@@ -13,15 +13,21 @@ One round = 16 client threads, each sending ``REQS`` streamed completions one af
 (``ignore_eos``, ``MAX_TOKENS`` tokens). Measured per arm, pooled over its rounds:
 
 * TTFT p99 and e2e p99 from the client (first streamed chunk / last byte, http.client on
-  loopback), pooled over the arm's rounds (the row's figures), and the median of the
-  per-round ratios against the ``off`` round of the same cycle;
+  loopback), pooled over the arm's rounds (the row's figures) with a 95 % bootstrap interval
+  of the on/off ratio that resamples whole round pairs, and the median of the per-round
+  ratios against the ``off`` round of the same cycle (with its bootstrap interval);
 * TTFT p99 and e2e p99 from the server's own histograms (``/metrics``, after the warm-up round,
   p99 interpolated inside vLLM's buckets: coarse, reported as a cross-check);
+* the server's mean inter-token latency per round (``vllm:inter_token_latency_seconds``
+  sum/count around the round): the engine's step time as the server measures it, with no
+  client thread in it, compared per round pair;
 * throughput: generated tokens / round wall time, median of the per-round ratios;
 * the EngineCore main thread's voluntary context switches per 1000 generated tokens, read
   from /proc around each round: it blocks there when it waits to get the GIL back (the cost
-  issue 35 found after each per-step os.write). Unlike latencies on a shared 2-core machine,
-  this count hardly depends on what else runs.
+  issue 35 found after each per-step os.write). On a loaded machine this count varies from
+  round to round as much as the latencies do;
+* the plugin's own cost line from the ``on`` server's log: microseconds of the engine thread
+  a step spent in the audit, bytes a step, writes.
 
 The audit file gives the bytes per step and per live request per step; with the default bounds
 (64 MiB, 2 rotated files: 192 MiB) that says how many steps, and how long, the audit keeps.
