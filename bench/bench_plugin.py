@@ -13,15 +13,21 @@ One round = 16 client threads, each sending ``REQS`` streamed completions one af
 (``ignore_eos``, ``MAX_TOKENS`` tokens). Measured per arm, pooled over its rounds:
 
 * TTFT p99 and e2e p99 from the client (first streamed chunk / last byte, http.client on
-  loopback), pooled over the arm's rounds (the row's figures), and the median of the
-  per-round ratios against the ``off`` round of the same cycle;
+  loopback), pooled over the arm's rounds (the row's figures) with a 95 % bootstrap interval
+  of the on/off ratio that resamples whole round pairs, and the median of the per-round
+  ratios against the ``off`` round of the same cycle (with its bootstrap interval);
 * TTFT p99 and e2e p99 from the server's own histograms (``/metrics``, after the warm-up round,
   p99 interpolated inside vLLM's buckets: coarse, reported as a cross-check);
+* the server's mean inter-token latency per round (``vllm:inter_token_latency_seconds``
+  sum/count around the round): the engine's step time as the server measures it, with no
+  client thread in it, compared per round pair;
 * throughput: generated tokens / round wall time, median of the per-round ratios;
 * the EngineCore main thread's voluntary context switches per 1000 generated tokens, read
   from /proc around each round: it blocks there when it waits to get the GIL back (the cost
-  issue 35 found after each per-step os.write). Unlike latencies on a shared 2-core machine,
-  this count hardly depends on what else runs.
+  issue 35 found after each per-step os.write). On a loaded machine this count varies from
+  round to round as much as the latencies do;
+* the plugin's own cost line from the ``on`` server's log: microseconds of the engine thread
+  a step spent in the audit, bytes a step, writes.
 
 The audit file gives the bytes per step and per live request per step; with the default bounds
 (64 MiB, 2 rotated files: 192 MiB) that says how many steps, and how long, the audit keeps.
@@ -45,8 +51,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 CONCURRENCY = 16
-REQS = 2  # per client thread per round: short rounds, many of them (the load on a
-# shared machine changes within minutes; adjacent rounds of the arms see the same)
+REQS = 4  # per client thread per round: 64 requests, a round's p99 is not just its slowest
+# one; still short rounds, many of them (the load on a shared machine changes within
+# minutes; adjacent rounds of the arms see the same)
 MAX_TOKENS = 64
 DEFAULT_BOUND = 64 * 2**20 * 3  # ASCEND_DOCTOR_BLOCK_AUDIT_MAX_MB=64, KEEP=2: three files
 NPU_STEPS_PER_S = 25  # assumed decode step rate at 256 live requests on an NPU (~40 ms/step)
@@ -189,6 +196,41 @@ def voluntary_switches(pid: int | None) -> int:
 
 TTFT_H = "vllm:time_to_first_token_seconds"
 E2E_H = "vllm:e2e_request_latency_seconds"
+ITL_H = "vllm:inter_token_latency_seconds"
+
+
+def hist_sum_count(text: str, name: str) -> tuple[float, float]:
+    """(sum, count) of one vLLM histogram in a /metrics text."""
+    total = count = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "_sum"):
+            total += float(line.rsplit(" ", 1)[1])
+        elif line.startswith(name + "_count"):
+            count += float(line.rsplit(" ", 1)[1])
+    return total, count
+
+
+def itl_mean(before: str, after: str) -> float | None:
+    """The server's mean inter-token latency between two /metrics texts: the engine's step
+    time as the server measures it, without the client's threads in it."""
+    s0, c0 = hist_sum_count(before, ITL_H)
+    s1, c1 = hist_sum_count(after, ITL_H)
+    return (s1 - s0) / (c1 - c0) if c1 > c0 else None
+
+
+def cost_line(log: str) -> dict | None:
+    """The plugin's own exit line in a server log: steps, engine-thread us a step, bytes a
+    step, writes."""
+    import re
+
+    m = None
+    for m in re.finditer(r"block audit: (\d+) steps recorded, ([\d.]+) us of the engine thread "
+                         r"a step, (\d+) B a step, (\d+) writes \((\d+) after", log):
+        pass
+    if m is None:
+        return None
+    return {"steps": int(m[1]), "us_per_step": float(m[2]), "bytes_per_step": int(m[3]),
+            "writes": int(m[4]), "idle_writes": int(m[5])}
 
 
 def audit_stats(paths: list[Path]) -> dict:
@@ -223,7 +265,11 @@ def measure(pairs: int, log_dir: Path) -> dict:
     model = realvllm.tiny_model(python)
     site = install_plugin(python, log_dir / "plugin")
     audit = log_dir / "audit.jsonl"
-    envs = {"on": {"ASCEND_DOCTOR_BLOCK_AUDIT": str(audit)},
+    # REPORT_S=0: the plugin logs its cost line each time the engine goes idle (between this
+    # server's rounds); the last one covers the whole run (vLLM kills the engine at shutdown
+    # before its exit handlers run). Off the engine's steps: it does not change what is measured
+    envs = {"on": {"ASCEND_DOCTOR_BLOCK_AUDIT": str(audit),
+                   "ASCEND_DOCTOR_BLOCK_AUDIT_REPORT_S": "0"},
             "per-step": {"ASCEND_DOCTOR_BLOCK_AUDIT": str(log_dir / "audit-per-step.jsonl"),
                          "ASCEND_DOCTOR_BLOCK_AUDIT_BATCH": "1"},
             "off": {}}
@@ -253,8 +299,10 @@ def measure(pairs: int, log_dir: Path) -> dict:
             for k in ORDERS[i % len(ORDERS)]:
                 arm = ARMS[k]
                 v0 = voluntary_switches(engines[arm])
+                m0 = metrics(servers[arm].port)
                 r = round_(servers[arm].port, i + 1)
                 r["vcs"] = voluntary_switches(engines[arm]) - v0
+                r["itl"] = itl_mean(m0, metrics(servers[arm].port))
                 res[arm].append(r)
                 if arm == "on":
                     t_on += r["wall"]
@@ -265,10 +313,12 @@ def measure(pairs: int, log_dir: Path) -> dict:
     finally:
         for srv in servers.values():
             srv.stop()
+    costs = {arm: cost_line(servers[arm].log.read_text(errors="replace"))
+             for arm in ("on", "per-step")}
     files = [audit, *(audit.with_name(audit.name + f".{k}") for k in (1, 2))]
     st = audit_stats(files)
     st["steps_per_s"] = (st["steps"] - steps0) / t_on if t_on else None
-    return {"res": res, "base": base, "final": final, "audit": st}
+    return {"res": res, "base": base, "final": final, "audit": st, "costs": costs}
 
 
 def median_ci(ratios: list[float], n: int = 2000) -> tuple[float, float]:
@@ -281,15 +331,38 @@ def median_ci(ratios: list[float], n: int = 2000) -> tuple[float, float]:
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
+def pooled_ci(xs: list[dict], ys: list[dict], key: str, n: int = 1000) -> tuple[float, float]:
+    """95 % bootstrap interval of the ratio of pooled p99s, resampling whole round pairs
+    (a round of ``a`` and the ``b`` round of the same cycle stay together)."""
+    import random
+
+    rng = random.Random(1)
+    k = len(xs)
+    ratios = []
+    for _ in range(n):
+        idx = rng.choices(range(k), k=k)
+        ratios.append(p99([v for i in idx for v in xs[i][key]])
+                      / p99([v for i in idx for v in ys[i][key]]))
+    ratios.sort()
+    return ratios[int(0.025 * n)], ratios[int(0.975 * n) - 1]
+
+
 def compare(res: dict, a: str, b: str) -> dict:
-    """Arm ``a`` against arm ``b``: pooled p99s and the per-round ratios a/b."""
+    """Arm ``a`` against arm ``b``: pooled p99s (with a paired bootstrap interval), the
+    per-round ratios a/b, and the server's mean inter-token latency per round."""
     out: dict = {}
     for key in ("ttft", "e2e"):
         pooled = {arm: p99([x for r in res[arm] for x in r[key]]) for arm in (a, b)}
         ratios = [p99(x[key]) / p99(y[key]) for x, y in zip(res[a], res[b])]
         out[key] = {"a": pooled[a], "b": pooled[b], "pooled_ratio": pooled[a] / pooled[b],
+                    "pooled_ci": pooled_ci(res[a], res[b], key),
                     "pair_ratio": statistics.median(ratios), "pair_min": min(ratios),
                     "pair_max": max(ratios), "ci": median_ci(ratios)}
+    itl = [x["itl"] / y["itl"] for x, y in zip(res[a], res[b]) if x.get("itl") and y.get("itl")]
+    if itl:
+        out["itl"] = {"a": statistics.median(r["itl"] for r in res[a] if r.get("itl")),
+                      "b": statistics.median(r["itl"] for r in res[b] if r.get("itl")),
+                      "pair_ratio": statistics.median(itl), "ci": median_ci(itl)}
     tput = [x["tokens"] / x["wall"] / (y["tokens"] / y["wall"]) for x, y in zip(res[a], res[b])]
     out["tput"] = {arm: statistics.median(r["tokens"] / r["wall"] for r in res[arm])
                    for arm in (a, b)}
@@ -306,11 +379,13 @@ def summarise(m: dict) -> dict:
         out[key] = {arm: hist_p99(histogram(m["base"][arm], name),
                                   histogram(m["final"][arm], name)) for arm in res}
     out["audit"] = m["audit"]
+    out["costs"] = m.get("costs", {})
     # the engine thread's blocking waits per 1000 generated tokens (a step makes ~16 tokens)
     out["vcs"] = {arm: 1000 * sum(r["vcs"] for r in rs) / sum(r["tokens"] for r in rs)
                   for arm, rs in res.items()}
     out["raw"] = {arm: [{"ttft_p99": p99(r["ttft"]), "e2e_p99": p99(r["e2e"]),
-                         "tok_s": r["tokens"] / r["wall"], "vcs": r["vcs"]} for r in rs]
+                         "tok_s": r["tokens"] / r["wall"], "vcs": r["vcs"], "itl": r.get("itl")}
+                        for r in rs]
                   for arm, rs in res.items()}
     return out
 
@@ -344,11 +419,30 @@ def rows(s: dict, name: str) -> list[dict]:
 
     def lat(key: str) -> str:
         x, y = on[key], old[key]
-        return (f"pooled p99 {pct(x['pooled_ratio'])} vs off; per round: median "
+        return (f"pooled p99 {pct(x['pooled_ratio'])} vs off (95 % CI, round pairs resampled: "
+                f"{pct(x['pooled_ci'][0])} … {pct(x['pooled_ci'][1])}); per round: median "
                 f"{pct(x['pair_ratio'])} (95 % CI {pct(x['ci'][0])} … {pct(x['ci'][1])}, range "
                 f"{pct(x['pair_min'])} … {pct(x['pair_max'])}); "
-                f"one write per step (BATCH=1): pooled {pct(y['pooled_ratio'])}, per round "
+                f"one write per step (BATCH=1): pooled {pct(y['pooled_ratio'])} "
+                f"({pct(y['pooled_ci'][0])} … {pct(y['pooled_ci'][1])}), per round "
                 f"median {pct(y['pair_ratio'])}")
+
+    def engine() -> str:
+        parts = []
+        for arm, x in (("on", on), ("BATCH=1", old)):
+            if "itl" in x:
+                i = x["itl"]
+                parts.append(f"server mean inter-token latency (the engine step), per-round "
+                             f"median {arm} {i['a'] * 1000:.1f} ms vs off {i['b'] * 1000:.1f} ms, "
+                             f"per round {pct(i['pair_ratio'])} (95 % CI {pct(i['ci'][0])} … "
+                             f"{pct(i['ci'][1])})")
+        for arm, c in s.get("costs", {}).items():
+            if c:
+                parts.append(f"the plugin's own exit line ({arm}): {c['us_per_step']:.1f} us of "
+                             f"the engine thread a step over {c['steps']} steps, "
+                             f"{c['bytes_per_step']} B a step, {c['writes']} writes "
+                             f"({c['idle_writes']} after the engine stopped)")
+        return "; ".join(parts)
 
     common = {"peer": "plugin off", "ours_rss_mb": None, "peer_rss_mb": None}
     vcs = ", ".join(f"{arm} {v:.0f}" for arm, v in s["vcs"].items())
@@ -361,13 +455,14 @@ def rows(s: dict, name: str) -> list[dict]:
         {"name": f"{name}: e2e p99 (client)", "ours_s": on["e2e"]["a"],
          "peer_s": on["e2e"]["b"], **common, "ratio": 1 / on["e2e"]["pooled_ratio"],
          "note": f"{lat('e2e')}; server histogram p99: {sv(se)}"},
-        {"name": f"{name}: throughput", "ours_s": None, "peer_s": None, **common,
+        {"name": f"{name}: throughput and engine step", "ours_s": None, "peer_s": None,
+         **common,
          "note": f"on {tp['on']:.0f} tok/s, off {tp['off']:.0f} "
                  f"tok/s; per round on/off: median {pct(tp['pair_ratio'])} (95 % CI "
                  f"{pct(tp['ci'][0])} … {pct(tp['ci'][1])}, range "
                  f"{pct(tp['pair_min'])} … {pct(tp['pair_max'])}); BATCH=1: median "
-                 f"{pct(tp1['pair_ratio'])}; engine-thread blocking waits per 1000 tokens: "
-                 f"{vcs}; {bounds_note(s['audit'])}"},
+                 f"{pct(tp1['pair_ratio'])}; {engine()}; engine-thread blocking waits per 1000 "
+                 f"tokens: {vcs}; {bounds_note(s['audit'])}"},
     ]
 
 

@@ -28,18 +28,22 @@ from __future__ import annotations
 import atexit
 import errno
 import json
+import logging
 import multiprocessing.util
 import os
 import stat
 import threading
 import time
 import weakref
+from collections import deque
 from typing import Any, Callable
 
 FORMAT_VERSION = 1
 BATCH_STEPS = 64  # lines per os.write (a killed engine loses at most this many steps)
 BATCH_MS = 500  # and at most this long: the background flush period
 BATCH_BYTES = 1 << 20  # a batch of big steps is written sooner
+REPORT_S = 3600  # the cost line is logged at most hourly, when the engine goes idle
+log = logging.getLogger("vllm.ascend_doctor.block_audit")
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, check_circular=False).encode
 
 
@@ -51,19 +55,26 @@ class AuditFile:
     """Append-only JSON lines with a size cap and rotation (FILE → FILE.1 → … FILE.keep),
     written in batches.
 
-    Lines are buffered in memory and written with one ``os.write`` per batch on an O_APPEND
-    descriptor: every ``batch_steps`` lines (default 64), past ``batch_bytes`` buffered, and
-    always before a rotation, on ``flush``/``close``, at interpreter exit (``atexit`` and
-    multiprocessing's exit finalisers, which run where ``atexit`` does not) and when the object
-    is collected. Each write releases the GIL, and in vLLM's EngineCore the output thread then
-    holds it for a while: one write per step cost the engine 42–66 % of its TTFT p99 (issue
-    35); one per batch does not. A daemon thread writes whatever is buffered every
-    ``batch_ms`` (default 500 ms), so an idle engine's last steps reach the file too.
+    The engine thread queues each line (``collections.deque.append``: no lock, no system
+    call, nothing that lets go of the GIL) and writes the queue with one ``os.write`` on an
+    O_APPEND descriptor once ``batch_steps`` lines (default 64), ``batch_bytes`` or
+    ``batch_ms`` (default 500 ms) have gathered. So the engine thread releases the GIL at most
+    once per batch. That matters in vLLM's EngineCore: every release lets its output thread
+    take the GIL, and the engine thread then waits for it back; one write per step cost the
+    engine 42–66 % of its TTFT p99 (issue 35). The queue is also written before a rotation,
+    on ``flush``/``close``, at interpreter exit (``atexit`` and multiprocessing's exit
+    finalisers, which run where ``atexit`` does not) and when the object is collected.
+
+    An engine that stops stepping (idle, or stuck in a model step) no longer writes itself, so
+    a daemon thread looks every ``batch_ms``: it writes the queue only when no line came for
+    half that time. While the engine steps it writes nothing and takes no lock the engine
+    waits on; each look is a wake-up of a few microseconds, about two a second.
 
     Loss bound: a process killed outright (SIGKILL, OOM killer, ``os._exit``) loses what was
-    not yet written — at most ``batch_steps`` lines (64 steps by default) and at most the
-    last ``batch_ms`` of steps; never part of a line, since a batch is whole lines and
-    goes to one file. ``batch_steps=1`` writes every line at once (the old behaviour).
+    not yet written: at most ``batch_steps`` lines (64 steps by default) and, while the engine
+    steps, at most the last ``batch_ms`` of them (1.5 × ``batch_ms`` once it has stopped);
+    never part of a line, since a batch is whole lines and goes to one file.
+    ``batch_steps=1`` writes every line at once (the old behaviour, and no thread).
     After a rotation the recorder writes a header and, from the next step, a full step, so
     each file stands on its own.
     """
@@ -78,13 +89,20 @@ class AuditFile:
         self.batch_bytes = max(1, batch_bytes)
         self.rotations = 0
         self.writes = 0  # os.write calls that carried lines (batches)
-        self.error: OSError | None = None  # a failed write of the flusher thread
+        self.idle_writes = 0  # of which the background thread made (the engine had stopped)
+        self.error: OSError | None = None  # a failed write of the background thread
+        self.on_idle: Callable[[], None] | None = None  # called after an idle write
         self._fd = -1
         self._dfd = -1
         self._size = 0  # bytes in the file
-        self._buf: list[bytes] = []
-        self._buffered = 0  # bytes in _buf
-        self._lock = threading.Lock()
+        # the queue: appended to by the engine thread only, emptied from the left by whoever
+        # holds _lock; bytes queued = _queued - _written (each counter has one writer)
+        self._q: deque[bytes] = deque()
+        self._queued = 0  # bytes ever queued (engine thread)
+        self._written = 0  # bytes ever written from the queue (under _lock)
+        self._last_put = 0.0  # time.monotonic() of the last queued line
+        self._last_write = time.monotonic()
+        self._lock = threading.Lock()  # one writer at a time: lines reach the file in order
         self._stop: threading.Event | None = None
         self._dir, self._name = os.path.split(os.path.abspath(path))
         _live.add(self)
@@ -111,42 +129,54 @@ class AuditFile:
         self._size = st.st_size
 
     def write(self, line: bytes) -> None:
-        """Buffer one whole line; writes the batch when it is full. Raises the error a
-        background write met, so the caller turns the audit off."""
+        """Queue one whole line (engine thread); writes the queue when a batch is due. Raises
+        the error a background write met, so the caller turns the audit off."""
         if self.error is not None:
             raise self.error
         if self._fd < 0:
             self._open()
-        with self._lock:
-            self._buf.append(line)
-            self._buffered += len(line)
-            if len(self._buf) >= self.batch_steps or self._buffered >= self.batch_bytes:
-                self._flush_locked()
+        q = self._q
+        q.append(line)
+        self._queued += len(line)
+        now = self._last_put = time.monotonic()
+        if (len(q) >= self.batch_steps or now - self._last_write >= self.batch_s
+                or self._queued - self._written >= self.batch_bytes):
+            # never wait here: if the background thread is writing, it or the next step
+            # writes these lines
+            if self._lock.acquire(False):
+                try:
+                    self._write_queue()
+                finally:
+                    self._lock.release()
         if self._stop is None and self.batch_steps > 1:
             self._start_flusher()
 
     def flush(self) -> None:
         with self._lock:
-            self._flush_locked()
+            self._write_queue()
 
-    def _flush_locked(self) -> None:
-        if not self._buf or self._fd < 0:
+    def _write_queue(self) -> None:
+        """Write every queued line with one os.write (the caller holds ``_lock``)."""
+        n = len(self._q)
+        if not n or self._fd < 0:
             return
-        data = b"".join(self._buf) if len(self._buf) > 1 else self._buf[0]
-        self._buf.clear()
-        self._buffered = 0
+        pop = self._q.popleft
+        data = pop() if n == 1 else b"".join([pop() for _ in range(n)])
         view = memoryview(data)
         while view:  # a regular file takes it whole; loop in case a signal cut it short
             view = view[os.write(self._fd, view):]
-        self._size += len(data)
+        self._size += len(data)  # before _written: a concurrent fits() over-counts, never under
+        self._written += len(data)
         self.writes += 1
+        self._last_write = time.monotonic()
 
     def _start_flusher(self) -> None:
-        """A daemon thread that writes what is buffered every ``batch_s``: it holds only a weak
-        reference, so a collected AuditFile (its finaliser flushes) ends the thread."""
+        """The daemon thread that writes the queue of an engine that stopped stepping: it
+        holds only a weak reference, so a collected AuditFile (its finaliser writes) ends it."""
         stop = self._stop = threading.Event()
         ref = weakref.ref(self)
         period = self.batch_s
+        quiet = period / 2
 
         def loop() -> None:
             while not stop.wait(period):
@@ -154,7 +184,12 @@ class AuditFile:
                 if f is None:
                     return
                 try:
-                    f.flush()
+                    if f._q and time.monotonic() - f._last_put >= quiet:
+                        with f._lock:
+                            f._write_queue()
+                            f.idle_writes += 1
+                        if f.on_idle is not None:
+                            f.on_idle()
                 except OSError as exc:
                     f.error = exc  # the engine thread raises it at its next line
                     return
@@ -164,19 +199,19 @@ class AuditFile:
         threading.Thread(target=loop, name="ascend-doctor-audit-flush", daemon=True).start()
 
     def fits(self, n: int) -> bool:
-        """False when ``n`` more bytes would pass the cap, counting what is buffered (an empty
+        """False when ``n`` more bytes would pass the cap, counting what is queued (an empty
         file takes anything)."""
         if self._fd < 0:
             self._open()
-        size = self._size + self._buffered
+        size = self._size + self._queued - self._written
         return not size or size + n <= self.max_bytes
 
     def rotate(self) -> None:
-        """Write what is buffered, then FILE → FILE.1 → … by renames inside the directory's
+        """Write what is queued, then FILE → FILE.1 → … by renames inside the directory's
         descriptor (a rename moves a link itself, never its target); with ``keep`` 0 the
         open descriptor is truncated, never a path."""
         with self._lock:
-            self._flush_locked()
+            self._write_queue()
             if self.keep:
                 os.close(self._fd)
                 self._fd = -1
@@ -197,15 +232,15 @@ class AuditFile:
             self.rotations += 1
 
     def close(self) -> None:
-        """Write what is buffered and close; safe to call twice (exit hooks and finaliser)."""
+        """Write what is queued and close; safe to call twice (exit hooks and finaliser)."""
         if self._stop is not None:
             self._stop.set()
         with self._lock:
             try:
-                self._flush_locked()
+                self._write_queue()
             finally:
-                self._buf.clear()
-                self._buffered = 0
+                self._written = self._queued  # what failed to be written is dropped
+                self._q.clear()
                 if self._fd >= 0:
                     os.close(self._fd)
                     self._fd = -1
@@ -223,10 +258,12 @@ class AuditFile:
 
 # every AuditFile not yet closed: written at exit by flush_all
 _live: "weakref.WeakSet[AuditFile]" = weakref.WeakSet()
+# every StepRecorder of this process: each logs what it cost at exit
+_recorders: "weakref.WeakSet[StepRecorder]" = weakref.WeakSet()
 
 
 def flush_all() -> None:
-    """Write every open audit file's buffered lines (exit hooks; tests and the simulator
+    """Write every open audit file's queued lines (exit hooks; tests and the simulator
     call it where an engine would go idle)."""
     for f in list(_live):
         try:
@@ -235,19 +272,29 @@ def flush_all() -> None:
             pass
 
 
+def _at_exit() -> None:
+    flush_all()
+    for rec in list(_recorders):
+        try:
+            rec.report(final=True)
+        except Exception:  # noqa: BLE001 - an exit hook never raises
+            pass
+
+
 _hooked_pid = 0
 
 
 def _hook_exit() -> None:
-    """Once per process: ``flush_all`` at exit. A multiprocessing child (vLLM's EngineCore)
-    ends in ``os._exit`` after its exit finalisers, without running atexit, and a forked child
-    starts with an empty finaliser registry: so both, registered in the process that writes."""
+    """Once per process: ``flush_all`` (and each recorder's cost line) at exit. A
+    multiprocessing child (vLLM's EngineCore) ends in ``os._exit`` after its exit finalisers,
+    without running atexit, and a forked child starts with an empty finaliser registry: so
+    both, registered in the process that writes."""
     global _hooked_pid
     if _hooked_pid == os.getpid():
         return
     _hooked_pid = os.getpid()
-    atexit.register(flush_all)
-    multiprocessing.util.Finalize(None, flush_all, exitpriority=100)
+    atexit.register(_at_exit)
+    multiprocessing.util.Finalize(None, _at_exit, exitpriority=100)
 
 
 def _ids(groups: Any) -> Any:
@@ -272,7 +319,7 @@ class StepRecorder:
 
     def __init__(self, out: AuditFile, header: dict[str, Any], every: int = 1,
                  full_table: Callable[[str], Any] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, report_s: float = REPORT_S) -> None:
         self.out = out
         self.clock = clock
         self.header = {"t": "hdr", "v": FORMAT_VERSION, **header, "every": max(1, every)}
@@ -284,6 +331,15 @@ class StepRecorder:
         self._need_full = False
         self._wrote_header = False
         self._dirty: set[str] = set()  # got blocks in a skipped step (sampling)
+        # what the audit costs the engine, logged at exit (report): time the engine thread
+        # spent in it (the wrapper adds each step's), bytes of the step lines
+        self.ns = 0
+        self.bytes = 0
+        self.report_s = report_s
+        self._reported_step = 0
+        self._last_report = time.monotonic()
+        out.on_idle = self._idle
+        _recorders.add(self)
 
     # -- events between steps -------------------------------------------------------------
     def on_free(self, req_id: str) -> None:
@@ -293,6 +349,7 @@ class StepRecorder:
     # -- one step ------------------------------------------------------------------------
     def _emit(self, rec: dict[str, Any]) -> None:
         line = _dumps(rec).encode() + b"\n"
+        self.bytes += len(line)
         if self._wrote_header and not self.out.fits(len(line)):
             self.out.rotate()  # the new file starts with a header; the next step is full
             self._wrote_header = False
@@ -376,6 +433,27 @@ class StepRecorder:
         groups = [[m.request_id, m.block_tables, getattr(m, "computed_block_nums", None)]
                   for m in seq_group_metadata_list]
         self._emit({"t": "s0", "n": self.step, "g": groups})
+
+    def _idle(self) -> None:
+        """The engine stopped stepping (the background thread wrote its queue): the cost
+        line, at most every ``report_s`` seconds."""
+        if time.monotonic() - self._last_report >= self.report_s:
+            self.report()
+
+    def report(self, final: bool = False) -> None:
+        """One log line: what the audit has cost this engine thread and how fast it fills its
+        files, so an operator can judge leaving it on. Logged when the engine goes idle at
+        most every ``report_s`` (vLLM 0.32 kills its EngineCore at shutdown before exit
+        handlers run) and at exit if steps came since."""
+        if not self.step or (final and self._reported_step == self.step):
+            return
+        self._reported_step = self.step
+        self._last_report = time.monotonic()
+        out = self.out
+        log.info("ascend-doctor block audit: %d steps recorded, %.1f us of the engine "
+                 "thread a step, %d B a step, %d writes (%d after the engine stopped), "
+                 "%d rotations", self.step, self.ns / 1000 / self.step,
+                 self.bytes // self.step, out.writes, out.idle_writes, out.rotations)
 
     def disabled(self, reason: str) -> None:
         try:
