@@ -72,28 +72,31 @@ def _skipped(rel: str) -> bool:
         and not rel.startswith(_KEEP_UNDER)
 
 
-def _local_files(site: str, package: str) -> Iterator[tuple[str, bytes]]:
-    root = os.path.join(site, package)
-    count = 0
-    for d, dirs, files in os.walk(root):
+def _package_paths(site: str, package: str) -> Iterator[tuple[str, str]]:
+    """(path, file name) of every file of ``package`` under ``site``, in a stable order,
+    without the test and benchmark folders."""
+    for d, dirs, files in os.walk(os.path.join(site, package)):
         dirs[:] = sorted(x for x in dirs if x not in _SKIP_DIRS)
         for f in sorted(files):
-            if not f.endswith(".py"):
+            yield os.path.join(d, f), f
+
+
+def _local_files(site: str, package: str) -> Iterator[tuple[str, bytes]]:
+    count = 0
+    for p, f in _package_paths(site, package):
+        if not f.endswith(".py") or _skipped(os.path.relpath(p, site)):
+            continue
+        try:
+            if os.path.getsize(p) > MAX_FILE:
                 continue
-            p = os.path.join(d, f)
-            if _skipped(os.path.relpath(p, site)):
-                continue
-            try:
-                if os.path.getsize(p) > MAX_FILE:
-                    continue
-                with open(p, "rb") as fh:
-                    raw = fh.read(MAX_FILE)
-            except OSError:
-                continue
-            count += 1
-            if count > MAX_FILES:
-                return
-            yield os.path.relpath(p, site), raw
+            with open(p, "rb") as fh:
+                raw = fh.read(MAX_FILE)
+        except OSError:
+            continue
+        count += 1
+        if count > MAX_FILES:
+            return
+        yield os.path.relpath(p, site), raw
 
 
 def rodata_of(stream) -> bytes:
@@ -122,22 +125,18 @@ def rodata_of(stream) -> bytes:
 
 def _local_natives(site: str, package: str) -> Iterator[tuple[str, bytes]]:
     """(library path relative to the site, its .rodata) of the package's .so files."""
-    root = os.path.join(site, package)
-    for d, dirs, files in os.walk(root):
-        dirs[:] = sorted(x for x in dirs if x not in _SKIP_DIRS)
-        for f in sorted(files):
-            if not (f.endswith(".so") or ".so." in f):
+    for p, f in _package_paths(site, package):
+        if not (f.endswith(".so") or ".so." in f):
+            continue
+        try:
+            if os.path.islink(p) or os.path.getsize(p) > MAX_NATIVE_FILE:
                 continue
-            p = os.path.join(d, f)
-            try:
-                if os.path.islink(p) or os.path.getsize(p) > MAX_NATIVE_FILE:
-                    continue
-                with open(p, "rb") as fh:
-                    data = rodata_of(fh)
-            except OSError:
-                continue
-            if data:
-                yield os.path.relpath(p, site), data
+            with open(p, "rb") as fh:
+                data = rodata_of(fh)
+        except OSError:
+            continue
+        if data:
+            yield os.path.relpath(p, site), data
 
 
 def index_local(sites: tuple[str, ...] | list[str]) -> SourceIndex | None:
