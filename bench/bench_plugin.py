@@ -225,12 +225,14 @@ def cost_line(log: str) -> dict | None:
 
     m = None
     for m in re.finditer(r"block audit: (\d+) steps recorded, ([\d.]+) us of the engine thread "
-                         r"a step, (\d+) B a step, (\d+) writes \((\d+) after", log):
+                         r"a step \(median <= (\d+) us, p99 <= (\d+) us, max <= (\d+) us\), "
+                         r"(\d+) B a step, (\d+) writes \((\d+) after", log):
         pass
     if m is None:
         return None
-    return {"steps": int(m[1]), "us_per_step": float(m[2]), "bytes_per_step": int(m[3]),
-            "writes": int(m[4]), "idle_writes": int(m[5])}
+    return {"steps": int(m[1]), "us_per_step": float(m[2]), "p50_us": int(m[3]),
+            "p99_us": int(m[4]), "max_us": int(m[5]), "bytes_per_step": int(m[6]),
+            "writes": int(m[7]), "idle_writes": int(m[8])}
 
 
 def audit_stats(paths: list[Path]) -> dict:
@@ -405,6 +407,31 @@ def bounds_note(a: dict) -> str:
             f"{NPU_STEPS_PER_S} steps/s)") if rate else "no audit steps"
 
 
+def delay_bound(s: dict) -> str:
+    """What the audit adds to the off arm's p99 TTFT and e2e, from its own per-step times.
+
+    The engine runs its steps one after another, so what the audit adds to a request is the
+    sum of its time over the request's steps (latency / step of them): their count times the
+    mean (which holds the batch writes, one in BATCH_STEPS steps) plus the two slowest steps
+    for a request that met more than its share of writes. The audit's times are measured
+    inside the engine, so this holds on a loaded machine, where the on/off latencies move by
+    tens of percent from round to round; it leaves out effects outside the engine thread's
+    own time (caches, garbage collection elsewhere)."""
+    c = s.get("costs", {}).get("on")
+    itl = s["on"].get("itl")
+    if not c or not itl or not itl["b"]:
+        return ""
+    out = []
+    for key, label in (("ttft", "TTFT"), ("e2e", "e2e")):
+        lat = s["on"][key]["b"]  # the off arm's pooled p99
+        steps = lat / itl["b"]
+        added = (steps * c["us_per_step"] + 2 * c["max_us"]) / 1e6
+        out.append(f"{label} p99 {lat * 1000:.0f} ms = {steps:.0f} steps: audit "
+                   f"{added * 1000:.1f} ms ({added / lat * 100:.1f} %)")
+    return ("what the audit adds, from its own step times (steps x mean + the two slowest): "
+            + ", ".join(out))
+
+
 def pct(x: float) -> str:
     return f"{(x - 1) * 100:+.1f} %"
 
@@ -439,9 +466,13 @@ def rows(s: dict, name: str) -> list[dict]:
         for arm, c in s.get("costs", {}).items():
             if c:
                 parts.append(f"the plugin's own exit line ({arm}): {c['us_per_step']:.1f} us of "
-                             f"the engine thread a step over {c['steps']} steps, "
-                             f"{c['bytes_per_step']} B a step, {c['writes']} writes "
+                             f"the engine thread a step (median <= {c['p50_us']} us, p99 <= "
+                             f"{c['p99_us']} us, max <= {c['max_us']} us) over {c['steps']} "
+                             f"steps, {c['bytes_per_step']} B a step, {c['writes']} writes "
                              f"({c['idle_writes']} after the engine stopped)")
+        b = delay_bound(s)
+        if b:
+            parts.append(b)
         return "; ".join(parts)
 
     common = {"peer": "plugin off", "ours_rss_mb": None, "peer_rss_mb": None}

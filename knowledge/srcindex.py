@@ -341,7 +341,7 @@ def _fits(parts: Sequence[str], text: str) -> int | None:
     between them takes anything), else None. Leftmost matching decides existence, in linear
     time: no regex, so no backtracking on a template of many holes."""
     pos = 0
-    for i, p in enumerate(parts):
+    for p in parts:
         if not p:
             continue
         at = text.find(p, pos)

@@ -231,7 +231,7 @@ def install_v1(sched: Any, st: AuditState) -> Any:
                 rec.record_v1(out)
             except Exception as exc:  # noqa: BLE001 - never into the engine
                 st.disable(f"cannot record SchedulerOutput ({type(exc).__name__}: {exc})")
-            rec.ns += perf_counter_ns() - t0
+            rec.spent(perf_counter_ns() - t0)
         return out
 
     hook_free(km)
@@ -286,7 +286,7 @@ def patch_v0(cls: type, st: AuditState) -> None:
                     self.__dict__[_MARK + "_rec"] = rec
                 t0 = perf_counter_ns()
                 rec.record_v0(res[0])
-                rec.ns += perf_counter_ns() - t0
+                rec.spent(perf_counter_ns() - t0)
             except Exception as exc:  # noqa: BLE001
                 st.disable(f"cannot record V0 seq_group_metadata ({type(exc).__name__}: {exc})")
         return res

@@ -307,6 +307,30 @@ def test_the_recorder_logs_its_cost_once_at_exit(tmp_path, caplog, monkeypatch):
     assert lines[0].startswith("ascend-doctor block audit: 40 steps recorded, "), lines
     assert f", {size // 40} B a step, {rec.out.writes} writes (0 after the engine stopped)" \
         in lines[0], (lines, size)
+    # the tail of the per-step time: median <= p99 <= max, and the mean under the max
+    import re
+    m = re.search(r"([\d.]+) us of the engine thread a step \(median <= (\d+) us, "
+                  r"p99 <= (\d+) us, max <= (\d+) us\)", lines[0])
+    assert m, lines
+    mean, p50, p99, top = float(m[1]), int(m[2]), int(m[3]), int(m[4])
+    assert p50 <= p99 <= top and mean <= top and sum(rec.ns_hist) == 40
+
+
+def test_the_step_time_quantiles_are_upper_bounds_of_their_buckets(tmp_path):
+    """99 quick steps and one that wrote a batch: the median and p99 stay with the quick ones,
+    the max is the slow one's bucket top; each figure is at or above the true value."""
+    from ascend_doctor.vllm_plugin.recorder import StepRecorder
+
+    rec = StepRecorder(AuditFile(str(tmp_path / "q.jsonl"), 1 << 20, 1), {"t": "hdr"})
+    try:
+        for _ in range(99):
+            rec.spent(1_500)  # 1.5 us
+        rec.spent(2_000_000)  # 2 ms
+        assert rec.ns == 99 * 1_500 + 2_000_000
+        assert rec.step_us(0.5) == rec.step_us(0.99) == 3  # 1500 ns is in [1024, 2047]
+        assert rec.step_us(1.0) == 2098 >= 2000  # [2^20, 2^21 - 1] ns
+    finally:
+        rec.out.close()
 
 
 def test_the_cost_line_is_logged_when_the_engine_goes_idle(tmp_path, caplog):
