@@ -505,7 +505,7 @@ def run(quick: bool = False) -> list[dict]:
         return [{"name": name, "ours_s": None, "peer": None, "peer_s": None,
                  "ours_rss_mb": None, "peer_rss_mb": None,
                  "note": "venv not built: run `python -m tests.realvllm` first"}]
-    pairs = 8 if quick else int(os.environ.get("BENCH_PLUGIN_ROUNDS", "24"))
+    pairs = int(os.environ.get("BENCH_PLUGIN_ROUNDS") or (8 if quick else 24))
     d = Path(tempfile.mkdtemp(prefix="bench-plugin-"))
     try:
         s = summarise(measure(pairs, d))
