@@ -29,7 +29,7 @@ from ascend_doctor.i18n import N_
 from . import NO_CAUSE_ABOVE, Entry, KnowledgeBase, Match, pick
 from .codes import Code, codes_in
 from .events import Event, LogLine, _norm, events, weight
-from .owner import Frame, Ownership, frame_of, owner_of
+from .owner import Frame, Ownership, frame_of, read
 from .shapes import ShapeHit, shapes_in
 from .srcindex import Site, SourceIndex
 
@@ -129,11 +129,14 @@ class Answer:
         """Where the answer came from, as one line (for text reports)."""
         if self.source == CURATED:
             via = {"signature": "signature", "alias": f"code {self._via()}",
-                   "owner": (f"{self.owned.exc} in a frame of {self.owned.frame.package}: "
-                             f"{self.owned.frame.path}:{self.owned.frame.line}"
-                             if self.owned is not None else "owner"),
+                   "owner": "owner",
                    "generic": (f"catch-all code {self._via()}" if self.code is not None
                                else "generic signature")}.get(self.how, self.how)
+            if self.owned is not None:  # read from the traceback's frames (owner.py)
+                via = (f"{self.owned.exc} in a frame of "
+                       f"{self.owned.frame.package or self.owned.owner}: "
+                       f"{self.owned.frame.path}:{self.owned.frame.line}"
+                       + (", a weak reading" if self.owned.weak else ""))
             return f"curated entry {self.entry.id if self.entry else ''} ({via})"
         if self.code is not None:
             return f"error-code table {self.code.table} ({self.code.source.split(' (')[0]})"
@@ -265,7 +268,10 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
             if e.id in seen_entries:
                 continue
             seen_entries.add(e.id)
-            out.append(Answer(CURATED, "owner", BASE_CONFIDENCE["owner"], line, entry=e,
+            # a missing feature whose message names a quantisation, an operator, a chip or an
+            # architecture is only a candidate: those causes have entries of their own
+            how = "generic" if owned.weak else "owner"
+            out.append(Answer(CURATED, how, BASE_CONFIDENCE[how], line, entry=e,
                               owned=owned, groups=_owner_groups(owned, index)))
     if index is not None and ev.kind in ("traceback", "code", "shape", "error", "death"):
         traced = index.trace(_message_of(cause.body))
@@ -319,7 +325,7 @@ def _ownership(ev: Event) -> Ownership | None:
         f = frame_of(ln.body)
         if f is not None:
             frames.append(f)
-    return owner_of(m.group("exc"), m.group("msg") or "", frames)
+    return read(m.group("exc"), m.group("msg") or "", frames)
 
 
 def _owner_groups(owned: Ownership, index: SourceIndex | None) -> dict[str, str]:
@@ -329,7 +335,9 @@ def _owner_groups(owned: Ownership, index: SourceIndex | None) -> dict[str, str]
     # unknown without the source index ("?"): the entry's first step shows it
     version = (index.packages.get(owned.owner) if index is not None else None) or "?"
     return {"exc": owned.exc, "func": f.func, "file": f.path.rsplit("/", 1)[-1],
-            "line": str(f.line), "package": owned.owner, "version": str(version)}
+            "line": str(f.line), "package": owned.owner, "version": str(version),
+            "path": f.path, "subject": owned.subject or "?", "home": owned.home or "?",
+            "module": f.package or "?"}
 
 
 def _message_of(body: str) -> str:
