@@ -65,6 +65,9 @@ class Answer:
     site: Site | None = None
     owned: Ownership | None = None  # an owner entry: the frame and exception it read
     coverage: float = 0.0  # a template: share of the line its fixed text covers
+    # an owner answer whose frame is the raise site the source index found: ranked just above
+    # that site, which says where the line comes from but not which cause to fix
+    confirmed: float = 0.0
     decisive: bool = False
     on_cause: bool = True  # matched on the event's decisive line, not another line of it
     support: int = 0  # other answers on the event that name one of its causes
@@ -279,11 +282,26 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
             site, cov = traced
             out.append(Answer(TEMPLATE, "template", BASE_CONFIDENCE["template"] + 0.4 * cov,
                               line, site=site, coverage=cov))
+    _confirm_owner(out)
     for a in out:  # agreement: the other specific answers that name one of its causes
         mine = set(a.causes)
         a.support = sum(1 for b in out if b is not a and b.how in CONFIDENT_HOWS
                         and mine.intersection(b.causes))
     return out
+
+
+def _confirm_owner(out: list[Answer]) -> None:
+    """An owner answer read from the frame that raised, and the source index's raise site in
+    that same file, explain one line twice: the site where it comes from, the owner answer
+    also the cause. The owner answer then ranks just above the site (``confirmed``)."""
+    sites = [a for a in out if a.site is not None]
+    for a in out:
+        if a.owned is None or a.how != "owner":
+            continue
+        path = a.owned.frame.path.replace("\\", "/")
+        for t in sites:
+            if path.endswith("/" + t.site.file):
+                a.confirmed = max(a.confirmed, _spec(t) - _spec(a) + 0.01)
 
 
 def _packages_shown(ev: Event) -> set[str | None] | None:
@@ -349,7 +367,7 @@ def _message_of(body: str) -> str:
 
 
 def _spec(a: Answer) -> float:
-    return (SPECIFICITY[a.how] + (a.coverage if a.site is not None else 0.0)
+    return (SPECIFICITY[a.how] + (a.coverage if a.site is not None else 0.0) + a.confirmed
             - (0.0 if a.on_cause else OFF_CAUSE))
 
 

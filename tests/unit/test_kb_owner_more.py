@@ -261,3 +261,33 @@ def test_lint_knows_the_new_owners_and_their_causes():
         assert not any("owner" in p or "must name" in p
                        for p in validate_entry({**d, "owner": own, "causes": [cause]}))
         assert any("must name" in p for p in validate_entry({**d, "owner": own, "causes": ["vllm-bug"]}))
+
+
+# --- the source index's raise site in the frame that raised confirms the owner answer ---------
+
+class _Index:
+    """A source index that traces every message to one raise site."""
+
+    packages = {"vllm_ascend": "0.23.0"}
+
+    def __init__(self, file: str, coverage: float = 0.9):
+        from ascend_doctor.knowledge.srcindex import Site
+
+        self.site = Site("vllm_ascend", "0.23.0", file, 36, "init_speculator",
+                         "raise NotImplementedError", "x")
+        self.coverage = coverage
+
+    def trace(self, message: str):
+        return self.site, self.coverage
+
+
+def test_the_raise_site_in_the_raising_frame_confirms_the_owner_answer(kb):
+    f = "vllm_ascend/worker/v2/spec_decode/eagle/__init__.py"
+    lines = _tb("NotImplementedError: ngram is not supported yet.", f"{SITE}/vllm/v1/engine/core.py",
+                f"{SITE}/{f}")
+    v = decide(kb, lines, index=_Index(f))  # type: ignore[arg-type]
+    assert v.answers[0].key == "ASC-FEAT-001" and v.confident
+    assert v.answers[1].key == f"src:{f}:36"
+    # a raise site in another file is no confirmation: the better-covered site stays first
+    v = decide(kb, lines, index=_Index("vllm_ascend/other.py"))  # type: ignore[arg-type]
+    assert v.answers[0].key == "src:vllm_ascend/other.py:36" and not v.confident
