@@ -264,7 +264,10 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
     for sh in shapes_in(cause.body):
         how = "generic" if sh.broad else "shape"
         out.append(Answer(SHAPE, how, BASE_CONFIDENCE[how], line, shape=sh))
-    owned = _ownership(ev)
+    traced = None
+    if index is not None and ev.kind in ("traceback", "code", "shape", "error", "death"):
+        traced = index.trace(_message_of(cause.body))
+    owned = _ownership(ev) or _site_feature(cause, traced)
     if owned is not None:
         for e in sorted((e for e in kb.entries.values() if e.owner == owned.owner),
                         key=lambda e: e.id):
@@ -276,12 +279,10 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
             how = "generic" if owned.weak else "owner"
             out.append(Answer(CURATED, how, BASE_CONFIDENCE[how], line, entry=e,
                               owned=owned, groups=_owner_groups(owned, index)))
-    if index is not None and ev.kind in ("traceback", "code", "shape", "error", "death"):
-        traced = index.trace(_message_of(cause.body))
-        if traced is not None:
-            site, cov = traced
-            out.append(Answer(TEMPLATE, "template", BASE_CONFIDENCE["template"] + 0.4 * cov,
-                              line, site=site, coverage=cov))
+    if traced is not None:
+        site, cov = traced
+        out.append(Answer(TEMPLATE, "template", BASE_CONFIDENCE["template"] + 0.4 * cov,
+                          line, site=site, coverage=cov))
     _confirm_owner(out)
     for a in out:  # agreement: the other specific answers that name one of its causes
         mine = set(a.causes)
@@ -300,8 +301,26 @@ def _confirm_owner(out: list[Answer]) -> None:
             continue
         path = a.owned.frame.path.replace("\\", "/")
         for t in sites:
-            if path.endswith("/" + t.site.file):
+            if path == t.site.file or path.endswith("/" + t.site.file):
                 a.confirmed = max(a.confirmed, _spec(t) - _spec(a) + 0.01)
+
+
+def _site_feature(cause: LogLine, traced: tuple[Site, float] | None) -> Ownership | None:
+    """A missing feature read from the raise site the source index traced the line to, when
+    no traceback frames were pasted (a bare exception line, vLLM's ERROR record of it): the
+    site stands for the frame that raised, its ``raise X`` for the exception."""
+    if traced is None:
+        return None
+    from .events import EXCEPTION
+    from .owner import feature_of
+
+    site = traced[0]
+    if not site.kind.startswith("raise "):
+        return None
+    m = EXCEPTION.match(cause.body)
+    exc = m.group("exc") if m else site.kind.split(" ", 1)[1]
+    frame = Frame(site.file, site.line, site.function, site.package)
+    return feature_of(exc, _message_of(cause.body), [frame])
 
 
 def _packages_shown(ev: Event) -> set[str | None] | None:

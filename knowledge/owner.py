@@ -133,7 +133,7 @@ _FEATURE_NAME = (
     re.compile(r"^(?P<feature>[^.;:!]{3,80}?) not (?:yet )?(?:supported|implemented)",
                re.IGNORECASE),
 )
-_FEATURE_FRAME = re.compile(r"[/\\]vllm[/\\]platforms[/\\]")
+_FEATURE_FRAME = re.compile(r"(?:^|[/\\])vllm[/\\]platforms[/\\]")
 _FEATURE_EXC = frozenset({"NotImplementedError", "ValueError", "RuntimeError", "AssertionError"})
 # a message that names what other entries answer: a quantisation (quant-unsupported), an
 # operator (op-unsupported), a chip or a dtype on it (chip-unsupported), a model architecture

@@ -273,7 +273,7 @@ class _Index:
     def __init__(self, file: str, coverage: float = 0.9):
         from ascend_doctor.knowledge.srcindex import Site
 
-        self.site = Site("vllm_ascend", "0.23.0", file, 36, "init_speculator",
+        self.site = Site(file.split("/", 1)[0], "0.23.0", file, 36, "init_speculator",
                          "raise NotImplementedError", "x")
         self.coverage = coverage
 
@@ -291,3 +291,22 @@ def test_the_raise_site_in_the_raising_frame_confirms_the_owner_answer(kb):
     # a raise site in another file is no confirmation: the better-covered site stays first
     v = decide(kb, lines, index=_Index("vllm_ascend/other.py"))  # type: ignore[arg-type]
     assert v.answers[0].key == "src:vllm_ascend/other.py:36" and not v.confident
+
+
+def test_without_frames_the_raise_site_stands_for_the_frame(kb):
+    # a bare exception line, or vLLM's ERROR record of it, traced by the source index to a
+    # `raise NotImplementedError` of the installed plugin
+    f = "vllm_ascend/worker/v2/spec_decode/eagle/__init__.py"
+    for line in ("NotImplementedError: ngram is not supported yet.",
+                 "(EngineCore_DP0 pid=7) ERROR 11-20 08:14:52 [core.py:843] NotImplementedError: "
+                 "ngram is not supported yet."):
+        v = decide(kb, [(1, line)], index=_Index(f))  # type: ignore[arg-type]
+        assert v.answers[0].key == "ASC-FEAT-001" and v.confident, line
+        assert v.answers[0].groups["subject"] == "ngram"
+    # without the index nothing says where the line was raised: no feature reading
+    v = decide(kb, [(1, "NotImplementedError: ngram is not supported yet.")])
+    assert not any(a.key == "ASC-FEAT-001" for a in v.answers)
+    # a raise site in vLLM's model code is no platform's missing feature
+    v = decide(kb, [(1, "ValueError: ngram is not supported yet.")],
+               index=_Index("vllm/model_executor/models/qwen2.py"))  # type: ignore[arg-type]
+    assert not any(a.key == "ASC-FEAT-001" for a in v.answers)
