@@ -310,3 +310,13 @@ def test_without_frames_the_raise_site_stands_for_the_frame(kb):
     v = decide(kb, [(1, "ValueError: ngram is not supported yet.")],
                index=_Index("vllm/model_executor/models/qwen2.py"))  # type: ignore[arg-type]
     assert not any(a.key == "ASC-FEAT-001" for a in v.answers)
+
+
+def test_a_framework_calling_vllm_with_an_argument_it_no_longer_takes_is_the_framework(kb):
+    # the TypeError is raised at the call, in the framework's frame: its version matrix names
+    # the vLLM it was written for
+    v = decide(kb, _tb("TypeError: LLM.generate() got an unexpected keyword argument "
+                       "'prompt_token_ids'", "/usr/local/bin/llamafactory-cli",
+                       f"{SITE}/llamafactory/chat/vllm_engine.py"))
+    assert v.answers[0].key == "ASC-BUG-006" and v.confident
+    assert "framework-bug" in v.answers[0].causes
