@@ -136,8 +136,9 @@ class Answer:
                    "generic": (f"catch-all code {self._via()}" if self.code is not None
                                else "generic signature")}.get(self.how, self.how)
             if self.owned is not None:  # read from the traceback's frames (owner.py)
-                via = (f"{self.owned.exc} in a frame of "
-                       f"{self.owned.frame.package or self.owned.owner}: "
+                who = ("the model's own code" if self.owned.owner == "model"
+                       else self.owned.frame.package or self.owned.owner)
+                via = (f"{self.owned.exc} in a frame of {who}: "
                        f"{self.owned.frame.path}:{self.owned.frame.line}"
                        + (", a weak reading" if self.owned.weak else ""))
             return f"curated entry {self.entry.id if self.entry else ''} ({via})"

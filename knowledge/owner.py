@@ -198,7 +198,10 @@ def model_of(frame: Frame) -> str | None:
         i = parts.index(REMOTE_CODE)
         named = [p for p in parts[i + 1:-1] if p and not _REVISION.match(p)]
         return "/".join(named) or REMOTE_CODE
-    if frame.package is None and _MODEL_FILE.search(frame.path) and len(parts) > 1:
+    # vllm, vllm_ascend and torch_npu have no file of these names: a path that only passes
+    # through a folder named like them (/data/vllm/models/Qwen-7B/modeling_qwen.py) is a model's
+    if (frame.package is None or frame.package in PACKAGES and not _SITE.search(frame.path)) \
+            and _MODEL_FILE.search(frame.path) and len(parts) > 1:
         return parts[-2] or "?"
     return None
 

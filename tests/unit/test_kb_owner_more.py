@@ -44,6 +44,7 @@ def _tb(exc_line: str, *paths: str, prefix: str = "") -> list[tuple[int, str]]:
     (f"{HF}/deepseek-ai/DeepSeek-V3/86518964eaef84e3fdd98e9861759a1384f9c29d/modeling_deepseek.py",
      "deepseek-ai/DeepSeek-V3"),
     ("/data/models/Qwen-7B-Chat/modeling_qwen.py", "Qwen-7B-Chat"),  # next to the weights
+    ("/data/vllm/models/Qwen-7B/modeling_qwen.py", "Qwen-7B"),  # a folder named like vLLM
     # transformers' and vLLM's own model files are theirs, not the model repository's
     (f"{SITE}/transformers/models/llama/modeling_llama.py", None),
     (f"{SITE}/vllm/model_executor/models/qwen2.py", None),
