@@ -44,6 +44,9 @@ BASE_CONFIDENCE = {"signature": 0.9, "alias": 0.8, "code": 0.7, "shape": 0.65, "
 # an answer matched on another line of the event than its decisive one (a wrapper, the outer
 # exception of a chain) explains less than any specific answer on the decisive line
 OFF_CAUSE = 1.5
+# a framework's import of a name the installed stack lacks ranks above the message shape of
+# the import error (whose reading is vLLM against the plugin), below codes and signatures
+PAIRING = SPECIFICITY["shape"] - SPECIFICITY["owner"] + 0.05
 # kinds of answer that can carry a confident verdict (never generic, catch-all or family)
 CONFIDENT_HOWS = ("signature", "alias", "code", "shape", "owner", "template")
 CONFIDENT_MIN = 0.6
@@ -279,7 +282,10 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
             # architecture is only a candidate: those causes have entries of their own
             how = "generic" if owned.weak else "owner"
             out.append(Answer(CURATED, how, BASE_CONFIDENCE[how], line, entry=e,
-                              owned=owned, groups=_owner_groups(owned, index)))
+                              owned=owned, groups=_owner_groups(owned, index),
+                              # a framework reaching for a name the stack lacks: the message
+                              # shape's reading (vLLM against the plugin) has the wrong importer
+                              confirmed=PAIRING if owned.pairing else 0.0))
     if traced is not None:
         site, cov = traced
         out.append(Answer(TEMPLATE, "template", BASE_CONFIDENCE["template"] + 0.4 * cov,

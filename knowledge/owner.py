@@ -75,6 +75,8 @@ FRAMEWORKS = {
     "mindspeed_llm": ("MindSpeed-LLM", "https://gitee.com/ascend/MindSpeed-LLM"),
     "mindspeed_rl": ("MindSpeed-RL", "https://gitee.com/ascend/MindSpeed-RL"),
 }
+# the stack a framework runs on: a name of it the framework cannot find is their pairing
+_STACK = frozenset({"vllm", "vllm_ascend", "torch_npu", "torch", "transformers"})
 # the import name Hugging Face gives a model's remote code (trust_remote_code)
 REMOTE_CODE = "transformers_modules"
 # packages whose frames only pass a call along: never the owner of what they raise
@@ -167,6 +169,8 @@ class Ownership:
     subject: str = ""
     home: str = ""  # FRAMEWORK: the project's page (its issues and releases live there)
     weak: bool = False  # FEATURE: the message names a cause other entries answer
+    # FRAMEWORK: the framework's code reaches for a name the installed stack does not have
+    pairing: bool = False
 
     @property
     def distribution(self) -> str:
@@ -230,6 +234,10 @@ def owner_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | Non
     if inner.package not in PACKAGES and inner.package not in FRAMEWORKS and model is None:
         return None
     named = [_top(m.group("mod")) for m in _MODULE_NAMED.finditer(message)]
+    if inner.package in FRAMEWORKS and _pairing(name, message):
+        project, home = FRAMEWORKS[inner.package]
+        return Ownership(FRAMEWORK, inner, name, message, subject=project, home=home,
+                         pairing=True)
     if name in _IMPORT:
         # a package importing its own module that is not there: its packaging; importing
         # another package's module: a missing package or a mismatched pair (curated entries)
@@ -263,6 +271,22 @@ def owner_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | Non
             or name == "TypeError" and _CALL_MISMATCH.search(message)):
         owner = BOUNDARY
     return Ownership(owner, inner, name, message)
+
+
+def _pairing(name: str, message: str) -> bool:
+    """Whether a framework's exception says the installed stack lacks a name the framework
+    was written for: an import of a submodule or a name of vllm / vllm_ascend / torch_npu /
+    torch / transformers that is not there, or such a module without an attribute. The
+    package itself is installed (a dotted module, or a name imported from it); the framework,
+    not vLLM's pairing with the plugin, chose that release."""
+    if name not in _API:
+        return False
+    mods = [m.group("mod") for m in _MODULE_NAMED.finditer(message)]
+    if not mods or any(_top(m) not in _STACK or _COMPILED.search(m) for m in mods):
+        return False
+    if name in _IMPORT:
+        return "import name" in message or all("." in m for m in mods)
+    return name == "AttributeError" and message.startswith("module ")
 
 
 def feature_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | None:

@@ -117,9 +117,12 @@ def test_an_unexpected_exception_in_a_framework_is_its_defect(path, project):
 
 
 @pytest.mark.parametrize("exc,msg,path,why", [
-    ("ImportError", "cannot import name 'get_tensor_model_parallel_group' from "
-     "'vllm.distributed.parallel_state'", f"{SITE}/verl/third_party/vllm/__init__.py",
-     "a module of vLLM named: the pair, answered by curated entries"),
+    ("ModuleNotFoundError", "No module named 'vllm'", f"{SITE}/swift/llm/infer/infer_engine/vllm_engine.py",
+     "the package is not installed at all: no pairing to blame"),
+    ("ImportError", "cannot import name 'X' from 'vllm._C'", f"{SITE}/verl/utils/vllm_utils.py",
+     "a compiled extension"),
+    ("ModuleNotFoundError", "No module named 'flash_attn.ops'", f"{SITE}/trl/trainer/utils.py",
+     "a package outside the stack"),
     ("AttributeError", "--use-vllm needs vllm installed", f"{SITE}/trl/trainer/grpo_trainer.py",
      "the user's input"),
     ("KeyError", "'rollout'", f"{SITE}/verl/utils/config.py", "code that reads input"),
@@ -321,3 +324,28 @@ def test_a_framework_calling_vllm_with_an_argument_it_no_longer_takes_is_the_fra
                        f"{SITE}/llamafactory/chat/vllm_engine.py"))
     assert v.answers[0].key == "ASC-BUG-006" and v.confident
     assert "framework-bug" in v.answers[0].causes
+
+
+@pytest.mark.parametrize("exc_line,path", [
+    ("ImportError: cannot import name 'get_tensor_model_parallel_group' from "
+     "'vllm.distributed.parallel_state' (/usr/local/lib/python3.10/site-packages/vllm/distributed/"
+     "parallel_state.py)", f"{SITE}/verl/workers/rollout/vllm_rollout/__init__.py"),
+    ("ModuleNotFoundError: No module named 'vllm.lora.models'",
+     f"{SITE}/swift/llm/infer/infer_engine/vllm_engine.py"),
+    ("AttributeError: module 'vllm.distributed.parallel_state' has no attribute '_TP'",
+     "/workspace/OpenRLHF/openrlhf/trainer/ray/vllm_worker_wrap.py"),
+])
+def test_a_framework_reaching_for_a_name_the_stack_lacks_is_the_frameworks_pairing(kb, exc_line, path):
+    # the message shape of an import error reads vLLM against the plugin; the importer here is
+    # the framework, which chose the vLLM release (its version matrix is the fix)
+    v = decide(kb, _tb(exc_line, path))
+    first = v.answers[0]
+    assert first.key == "ASC-BUG-006" and v.confident, [(a.key, a.causes) for a in v.answers[:3]]
+    assert first.owned is not None and first.owned.pairing
+
+
+def test_specific_signatures_still_win_over_a_frameworks_pairing(kb):
+    # a source tree shadowing vllm is named by its own entry whoever imports it
+    v = decide(kb, _tb("ImportError: cannot import name 'SamplingParams' from 'vllm' (unknown location)",
+                       f"{SITE}/llamafactory/chat/vllm_engine.py"))
+    assert v.answers[0].key == "ASC-ENV-009"
