@@ -29,7 +29,7 @@ from ascend_doctor.i18n import N_
 from . import NO_CAUSE_ABOVE, Entry, KnowledgeBase, Match, pick
 from .codes import Code, codes_in
 from .events import Event, LogLine, _norm, events, weight
-from .owner import Frame, Ownership, frame_of, owner_of
+from .owner import Frame, Ownership, frame_of, read
 from .shapes import ShapeHit, shapes_in
 from .srcindex import Site, SourceIndex
 
@@ -44,6 +44,9 @@ BASE_CONFIDENCE = {"signature": 0.9, "alias": 0.8, "code": 0.7, "shape": 0.65, "
 # an answer matched on another line of the event than its decisive one (a wrapper, the outer
 # exception of a chain) explains less than any specific answer on the decisive line
 OFF_CAUSE = 1.5
+# a framework's import of a name the installed stack lacks ranks above the message shape of
+# the import error (whose reading is vLLM against the plugin), below codes and signatures
+PAIRING = SPECIFICITY["shape"] - SPECIFICITY["owner"] + 0.05
 # kinds of answer that can carry a confident verdict (never generic, catch-all or family)
 CONFIDENT_HOWS = ("signature", "alias", "code", "shape", "owner", "template")
 CONFIDENT_MIN = 0.6
@@ -65,6 +68,9 @@ class Answer:
     site: Site | None = None
     owned: Ownership | None = None  # an owner entry: the frame and exception it read
     coverage: float = 0.0  # a template: share of the line its fixed text covers
+    # an owner answer whose frame is the raise site the source index found: ranked just above
+    # that site, which says where the line comes from but not which cause to fix
+    confirmed: float = 0.0
     decisive: bool = False
     on_cause: bool = True  # matched on the event's decisive line, not another line of it
     support: int = 0  # other answers on the event that name one of its causes
@@ -129,11 +135,15 @@ class Answer:
         """Where the answer came from, as one line (for text reports)."""
         if self.source == CURATED:
             via = {"signature": "signature", "alias": f"code {self._via()}",
-                   "owner": (f"{self.owned.exc} in a frame of {self.owned.frame.package}: "
-                             f"{self.owned.frame.path}:{self.owned.frame.line}"
-                             if self.owned is not None else "owner"),
+                   "owner": "owner",
                    "generic": (f"catch-all code {self._via()}" if self.code is not None
                                else "generic signature")}.get(self.how, self.how)
+            if self.owned is not None:  # read from the traceback's frames (owner.py)
+                who = ("the model's own code" if self.owned.owner == "model"
+                       else self.owned.frame.package or self.owned.owner)
+                via = (f"{self.owned.exc} in a frame of {who}: "
+                       f"{self.owned.frame.path}:{self.owned.frame.line}"
+                       + (", a weak reading" if self.owned.weak else ""))
             return f"curated entry {self.entry.id if self.entry else ''} ({via})"
         if self.code is not None:
             return f"error-code table {self.code.table} ({self.code.source.split(' (')[0]})"
@@ -258,26 +268,66 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
     for sh in shapes_in(cause.body):
         how = "generic" if sh.broad else "shape"
         out.append(Answer(SHAPE, how, BASE_CONFIDENCE[how], line, shape=sh))
-    owned = _ownership(ev)
+    traced = None
+    if index is not None and ev.kind in ("traceback", "code", "shape", "error", "death"):
+        traced = index.trace(_message_of(cause.body))
+    owned = _ownership(ev) or _site_feature(cause, traced)
     if owned is not None:
         for e in sorted((e for e in kb.entries.values() if e.owner == owned.owner),
                         key=lambda e: e.id):
             if e.id in seen_entries:
                 continue
             seen_entries.add(e.id)
-            out.append(Answer(CURATED, "owner", BASE_CONFIDENCE["owner"], line, entry=e,
-                              owned=owned, groups=_owner_groups(owned, index)))
-    if index is not None and ev.kind in ("traceback", "code", "shape", "error", "death"):
-        traced = index.trace(_message_of(cause.body))
-        if traced is not None:
-            site, cov = traced
-            out.append(Answer(TEMPLATE, "template", BASE_CONFIDENCE["template"] + 0.4 * cov,
-                              line, site=site, coverage=cov))
+            # a missing feature whose message names a quantisation, an operator, a chip or an
+            # architecture is only a candidate: those causes have entries of their own
+            how = "generic" if owned.weak else "owner"
+            out.append(Answer(CURATED, how, BASE_CONFIDENCE[how], line, entry=e,
+                              owned=owned, groups=_owner_groups(owned, index),
+                              # a framework reaching for a name the stack lacks: the message
+                              # shape's reading (vLLM against the plugin) has the wrong importer
+                              confirmed=PAIRING if owned.pairing else 0.0))
+    if traced is not None:
+        site, cov = traced
+        out.append(Answer(TEMPLATE, "template", BASE_CONFIDENCE["template"] + 0.4 * cov,
+                          line, site=site, coverage=cov))
+    _confirm_owner(out)
     for a in out:  # agreement: the other specific answers that name one of its causes
         mine = set(a.causes)
         a.support = sum(1 for b in out if b is not a and b.how in CONFIDENT_HOWS
                         and mine.intersection(b.causes))
     return out
+
+
+def _confirm_owner(out: list[Answer]) -> None:
+    """An owner answer read from the frame that raised, and the source index's raise site in
+    that same file, explain one line twice: the site where it comes from, the owner answer
+    also the cause. The owner answer then ranks just above the site (``confirmed``)."""
+    sites = [a for a in out if a.site is not None]
+    for a in out:
+        if a.owned is None or a.how != "owner":
+            continue
+        path = a.owned.frame.path.replace("\\", "/")
+        for t in sites:
+            if path == t.site.file or path.endswith("/" + t.site.file):
+                a.confirmed = max(a.confirmed, _spec(t) - _spec(a) + 0.01)
+
+
+def _site_feature(cause: LogLine, traced: tuple[Site, float] | None) -> Ownership | None:
+    """A missing feature read from the raise site the source index traced the line to, when
+    no traceback frames were pasted (a bare exception line, vLLM's ERROR record of it): the
+    site stands for the frame that raised, its ``raise X`` for the exception."""
+    if traced is None:
+        return None
+    from .events import EXCEPTION
+    from .owner import feature_of
+
+    site = traced[0]
+    if not site.kind.startswith("raise "):
+        return None
+    m = EXCEPTION.match(cause.body)
+    exc = m.group("exc") if m else site.kind.split(" ", 1)[1]
+    frame = Frame(site.file, site.line, site.function, site.package)
+    return feature_of(exc, _message_of(cause.body), [frame])
 
 
 def _packages_shown(ev: Event) -> set[str | None] | None:
@@ -319,7 +369,7 @@ def _ownership(ev: Event) -> Ownership | None:
         f = frame_of(ln.body)
         if f is not None:
             frames.append(f)
-    return owner_of(m.group("exc"), m.group("msg") or "", frames)
+    return read(m.group("exc"), m.group("msg") or "", frames)
 
 
 def _owner_groups(owned: Ownership, index: SourceIndex | None) -> dict[str, str]:
@@ -329,7 +379,9 @@ def _owner_groups(owned: Ownership, index: SourceIndex | None) -> dict[str, str]
     # unknown without the source index ("?"): the entry's first step shows it
     version = (index.packages.get(owned.owner) if index is not None else None) or "?"
     return {"exc": owned.exc, "func": f.func, "file": f.path.rsplit("/", 1)[-1],
-            "line": str(f.line), "package": owned.owner, "version": str(version)}
+            "line": str(f.line), "package": owned.owner, "version": str(version),
+            "path": f.path, "subject": owned.subject or "?", "home": owned.home or "?",
+            "module": f.package or "?"}
 
 
 def _message_of(body: str) -> str:
@@ -341,7 +393,7 @@ def _message_of(body: str) -> str:
 
 
 def _spec(a: Answer) -> float:
-    return (SPECIFICITY[a.how] + (a.coverage if a.site is not None else 0.0)
+    return (SPECIFICITY[a.how] + (a.coverage if a.site is not None else 0.0) + a.confirmed
             - (0.0 if a.on_cause else OFF_CAUSE))
 
 

@@ -21,6 +21,22 @@ it is answered as the boundary owner ``vllm/vllm_ascend``, whose advice checks t
 so is a TypeError about a call's arguments in either package, which is raised at the call,
 in the caller's frame, while the callee may be the other package's override.
 Ownership is decided from paths only, never from the message text.
+
+The same reading names three more owners (after the same rule-outs):
+
+* the model's own code (``MODEL``): a frame of Hugging Face remote code
+  (``…/transformers_modules/<model>/modeling_x.py``, what ``trust_remote_code`` imports) or
+  a model's ``modeling_*.py`` / ``configuration_*.py`` outside any installed package: a
+  defect of the model repository's code (or code written for another transformers release);
+* a framework that runs vLLM or torch_npu (``FRAMEWORKS``: LLaMA-Factory, ms-swift, verl,
+  SGLang, LMDeploy, Xinference, MindIE, GPUStack, OpenRLHF, TRL, …): a defect of that
+  framework or of its pairing with the installed stack, whose first step is the framework's
+  own version matrix;
+* a feature the NPU build does not have (``FEATURE``): a NotImplementedError with a message,
+  or a ValueError / RuntimeError / AssertionError whose message says "not supported", "not
+  implemented" or "does not support", raised in a frame of vllm_ascend or of vLLM's platform
+  layer. When the message names a quantisation, an operator, a chip or dtype, or a model
+  architecture, the answer is marked weak: entries of those causes are the better reading.
 """
 
 from __future__ import annotations
@@ -32,10 +48,37 @@ from typing import Sequence
 # import name -> the distribution users install and upgrade
 PACKAGES = {"vllm_ascend": "vllm-ascend", "vllm": "vllm", "torch_npu": "torch-npu"}
 BOUNDARY = "vllm/vllm_ascend"
-OWNERS = (*PACKAGES, BOUNDARY)
+MODEL = "model"  # the model repository's own code (remote code, modeling_*.py)
+FRAMEWORK = "framework"  # a framework that runs vLLM / torch_npu (FRAMEWORKS)
+FEATURE = "feature"  # a feature the NPU build of the stack does not have
+OWNERS = (*PACKAGES, BOUNDARY, MODEL, FRAMEWORK, FEATURE)
 # the cause key of a defect of each owner (tests/corpus/threads/CAUSES.md)
 DEFECT_CAUSE = {"vllm_ascend": "vllm-ascend-bug", "vllm": "vllm-bug", "torch_npu": "torch-npu-bug",
-                BOUNDARY: "vllm-vllm-ascend-mismatch"}
+                BOUNDARY: "vllm-vllm-ascend-mismatch", MODEL: "model-code-bug",
+                FRAMEWORK: "framework-bug", FEATURE: "feature-unsupported"}
+# frameworks that run vLLM or torch_npu on NPU: import name -> (project, its home page, where
+# its issues are); the import names are those of the projects' own source trees
+FRAMEWORKS = {
+    "llamafactory": ("LLaMA-Factory", "https://github.com/hiyouga/LLaMA-Factory"),
+    "llmtuner": ("LLaMA-Factory", "https://github.com/hiyouga/LLaMA-Factory"),  # its old name
+    "swift": ("ms-swift", "https://github.com/modelscope/ms-swift"),
+    "verl": ("verl", "https://github.com/volcengine/verl"),
+    "sglang": ("SGLang", "https://github.com/sgl-project/sglang"),
+    "lmdeploy": ("LMDeploy", "https://github.com/InternLM/lmdeploy"),
+    "xinference": ("Xinference", "https://github.com/xorbitsai/inference"),
+    "mindie_llm": ("MindIE LLM", "https://www.hiascend.com/software/mindie"),
+    "atb_llm": ("MindIE LLM (ATB models)", "https://www.hiascend.com/software/mindie"),
+    "gpustack": ("GPUStack", "https://github.com/gpustack/gpustack"),
+    "openrlhf": ("OpenRLHF", "https://github.com/OpenRLHF/OpenRLHF"),
+    "trl": ("TRL", "https://github.com/huggingface/trl"),
+    "xtuner": ("XTuner", "https://github.com/InternLM/xtuner"),
+    "mindspeed_llm": ("MindSpeed-LLM", "https://gitee.com/ascend/MindSpeed-LLM"),
+    "mindspeed_rl": ("MindSpeed-RL", "https://gitee.com/ascend/MindSpeed-RL"),
+}
+# the stack a framework runs on: a name of it the framework cannot find is their pairing
+_STACK = frozenset({"vllm", "vllm_ascend", "torch_npu", "torch", "transformers"})
+# the import name Hugging Face gives a model's remote code (trust_remote_code)
+REMOTE_CODE = "transformers_modules"
 # packages whose frames only pass a call along: never the owner of what they raise
 _OTHER = {"torch", "transformers", "ray", "numpy", "asyncio", "concurrent", "multiprocessing",
           "threading", "importlib", "uvicorn", "fastapi", "starlette", "pydantic", "safetensors",
@@ -57,6 +100,10 @@ _USER_INPUT = re.compile(r"not (?:yet )?supported|unsupported(?! operand)|does(?
                          r"--[a-z]|\bconfig(?:uration)?\b|checkpoint|environment variable|"
                          r"\binstall|\bmust be\b|\bshould be\b|\btoken(?:izer)?\b|\.safetensors",
                          re.IGNORECASE)
+# the same for a model's own code, whose config and tokenizer files are the model's
+_USER_INPUT_MODEL = re.compile(r"not (?:yet )?supported|unsupported(?! operand)|does(?:n't| not) "
+                               r"support|please|--[a-z]|environment variable|\binstall|"
+                               r"\bmust be\b|\bshould be\b|\.safetensors", re.IGNORECASE)
 # a compiled extension that is not there (vllm._C, torch_npu._C): a build or a shadowing
 # source tree, not the code
 _COMPILED = re.compile(r"(?:^|\.)_?C$|_C$|_ext$")
@@ -72,6 +119,34 @@ _CALL_MISMATCH = re.compile(r"unexpected keyword argument|required (?:positional
                             r"argument|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but")
 # a KeyError on a weight's name is the checkpoint against the model, not the code
 _WEIGHT_KEY = re.compile(r"\.(?:weight|bias|scale|offset)\b|layers\.\d+")
+# a model repository's own code files (the names transformers gives them)
+_REVISION = re.compile(r"^[0-9a-f]{40}$")  # a hub commit directory under transformers_modules
+_MODEL_FILE = re.compile(r"[/\\](?:modeling|configuration|tokenization)_\w+\.py$")
+# a message that says a feature is missing, with the feature's name when it can be cut out:
+# "Batched rotary embedding is currently not supported on NPU.", "MTP is not supported yet.",
+# "vLLM Ascend doesn't support X for Y", "X not implemented for Y"
+_FEATURE_SAYS = re.compile(r"not (?:yet |currently )?(?:supported|implemented)|"
+                           r"does(?:n't| not) (?:yet )?support|is unsupported", re.IGNORECASE)
+_FEATURE_NAME = (
+    re.compile(r"^(?:Currently,? )?(?:vLLM[ -]Ascend|Ascend(?: NPU)?|NPU|\w+) does(?:n't| not) "
+               r"(?:yet )?support (?P<feature>[^.;:!]{3,80})", re.IGNORECASE),
+    re.compile(r"^(?P<feature>[^.;:!]{3,80}?) (?:is|are) (?:currently |still |yet )?"
+               r"(?:not|un)(?: yet| currently)? ?(?:supported|implemented)", re.IGNORECASE),
+    re.compile(r"^(?P<feature>[^.;:!]{3,80}?) not (?:yet )?(?:supported|implemented)",
+               re.IGNORECASE),
+)
+_FEATURE_FRAME = re.compile(r"(?:^|[/\\])vllm[/\\]platforms[/\\]")
+_FEATURE_EXC = frozenset({"NotImplementedError", "ValueError", "RuntimeError", "AssertionError"})
+# a message that names what other entries answer: a quantisation (quant-unsupported), an
+# operator (op-unsupported), a chip or a dtype on it (chip-unsupported), a model architecture
+# (model-arch-unsupported): the feature reading is then only a weak one
+_NAMES_OTHER = re.compile(
+    r"quant|\bw\d+a\d+|\b(?:awq|gptq|fp8|int[48]|mxfp\w*|gguf|marlin|bitsandbytes|smoothquant)\b|"
+    r"\bop(?:erator)?s?\b|\baclnn\w*|\bkernel|\bnpu_\w+|"
+    r"\b310P\b|\b910(?:[ABC]\d*|_93)?\b|\bAtlas\b|\bsoc(?:_version)?\b|\bchip\b|"
+    r"\b(?:b?float16|bf16|fp16|float64|fp64|dtype)\b|"
+    r"architecture|\w+For(?:CausalLM|ConditionalGeneration|SequenceClassification)\b|model[_ ]type",
+    re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -86,10 +161,16 @@ class Frame:
 class Ownership:
     """A defect answer: the owner, the frame that raised, the exception."""
 
-    owner: str  # a key of PACKAGES, or BOUNDARY
+    owner: str  # a key of PACKAGES, BOUNDARY, MODEL, FRAMEWORK or FEATURE
     frame: Frame
     exc: str
     message: str
+    # MODEL: the model's directory name; FRAMEWORK: the project; FEATURE: the feature named
+    subject: str = ""
+    home: str = ""  # FRAMEWORK: the project's page (its issues and releases live there)
+    weak: bool = False  # FEATURE: the message names a cause other entries answer
+    # FRAMEWORK: the framework's code reaches for a name the installed stack does not have
+    pairing: bool = False
 
     @property
     def distribution(self) -> str:
@@ -101,12 +182,31 @@ def package_of(path: str) -> str | None:
     dist-packages, else the leftmost path part that names a known package (a source
     checkout: /workspace/vllm-ascend/vllm_ascend/ops/x.py)."""
     m = _SITE.search(path)
+    parts = re.split(r"[/\\]", path)
+    if REMOTE_CODE in parts[:-1]:  # ~/.cache/huggingface/modules/transformers_modules/<model>/
+        return REMOTE_CODE
     if m:
         return m.group("top")
-    parts = re.split(r"[/\\]", path)
     for p in parts[:-1]:
-        if p in PACKAGES or p in _OTHER:
+        if p in PACKAGES or p in _OTHER or p in FRAMEWORKS:
             return p
+    return None
+
+
+def model_of(frame: Frame) -> str | None:
+    """The model directory a frame of the model's own code belongs to (remote code, or a
+    ``modeling_*.py`` outside every installed package), else None."""
+    parts = re.split(r"[/\\]", frame.path)
+    if frame.package == REMOTE_CODE:
+        # …/transformers_modules/Qwen-7B-Chat/x.py or …/transformers_modules/org/name/<sha>/x.py
+        i = parts.index(REMOTE_CODE)
+        named = [p for p in parts[i + 1:-1] if p and not _REVISION.match(p)]
+        return "/".join(named) or REMOTE_CODE
+    # vllm, vllm_ascend and torch_npu have no file of these names: a path that only passes
+    # through a folder named like them (/data/vllm/models/Qwen-7B/modeling_qwen.py) is a model's
+    if (frame.package is None or frame.package in PACKAGES and not _SITE.search(frame.path)) \
+            and _MODEL_FILE.search(frame.path) and len(parts) > 1:
+        return parts[-2] or "?"
     return None
 
 
@@ -130,9 +230,14 @@ def owner_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | Non
     if name not in UNEXPECTED or not frames:
         return None
     inner = frames[-1]
-    if inner.package not in PACKAGES:
+    model = model_of(inner)
+    if inner.package not in PACKAGES and inner.package not in FRAMEWORKS and model is None:
         return None
     named = [_top(m.group("mod")) for m in _MODULE_NAMED.finditer(message)]
+    if inner.package in FRAMEWORKS and _pairing(name, message):
+        project, home = FRAMEWORKS[inner.package]
+        return Ownership(FRAMEWORK, inner, name, message, subject=project, home=home,
+                         pairing=True)
     if name in _IMPORT:
         # a package importing its own module that is not there: its packaging; importing
         # another package's module: a missing package or a mismatched pair (curated entries)
@@ -142,12 +247,23 @@ def owner_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | Non
             return None
     elif any(t != inner.package for t in named):
         return None
-    if _USER_INPUT.search(message):
-        return None
     if name == "KeyError" and _WEIGHT_KEY.search(message):
+        return None
+    if model is not None:
+        # the model's config and tokenizer code are its own files: a message about them is
+        # about the model repository, not about what the user passed
+        # an import that fails under transformers_modules is the cache or the model's folder
+        # name (a dot in it), not the code
+        if _USER_INPUT_MODEL.search(message) or name in _IMPORT:
+            return None
+        return Ownership(MODEL, inner, name, message, subject=model)
+    if _USER_INPUT.search(message):
         return None
     if _READS_INPUT.search(inner.path):
         return None
+    if inner.package in FRAMEWORKS:
+        project, home = FRAMEWORKS[inner.package]
+        return Ownership(FRAMEWORK, inner, name, message, subject=project, home=home)
     owner = inner.package
     shown = {f.package for f in frames}
     if owner in ("vllm", "vllm_ascend") and (
@@ -155,3 +271,50 @@ def owner_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | Non
             or name == "TypeError" and _CALL_MISMATCH.search(message)):
         owner = BOUNDARY
     return Ownership(owner, inner, name, message)
+
+
+def _pairing(name: str, message: str) -> bool:
+    """Whether a framework's exception says the installed stack lacks a name the framework
+    was written for: an import of a submodule or a name of vllm / vllm_ascend / torch_npu /
+    torch / transformers that is not there, or such a module without an attribute. The
+    package itself is installed (a dotted module, or a name imported from it); the framework,
+    not vLLM's pairing with the plugin, chose that release."""
+    if name not in _API:
+        return False
+    mods = [m.group("mod") for m in _MODULE_NAMED.finditer(message)]
+    if not mods or any(_top(m) not in _STACK or _COMPILED.search(m) for m in mods):
+        return False
+    if name in _IMPORT:
+        return "import name" in message or all("." in m for m in mods)
+    return name == "AttributeError" and message.startswith("module ")
+
+
+def feature_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | None:
+    """The missing-feature reading of an exception: a NotImplementedError with a message, or
+    a ValueError / RuntimeError / AssertionError saying "not supported" / "not implemented" /
+    "does not support", raised in a frame of vllm_ascend or of vLLM's platform layer. Weak when
+    the message names a quantisation, an operator, a chip or dtype, or an architecture."""
+    name = exc.rsplit(".", 1)[-1]
+    if name not in _FEATURE_EXC or not frames or not message.strip():
+        return None
+    inner = frames[-1]
+    if inner.package != "vllm_ascend" and not (
+            inner.package == "vllm" and _FEATURE_FRAME.search(inner.path)):
+        return None
+    if not _FEATURE_SAYS.search(message):
+        return None
+    feature = message.strip()
+    for rx in _FEATURE_NAME:
+        m = rx.search(feature)
+        if m:
+            feature = m.group("feature")
+            break
+    feature = feature.strip(" '\"`")[:120]
+    return Ownership(FEATURE, inner, name, message, subject=feature,
+                     weak=bool(_NAMES_OTHER.search(message)))
+
+
+def read(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | None:
+    """What a traceback's innermost exception says about who must change: a feature the NPU
+    build lacks first (it is said on purpose), else a defect of the frame's owner."""
+    return feature_of(exc, message, frames) or owner_of(exc, message, frames)
