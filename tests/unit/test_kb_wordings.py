@@ -209,6 +209,11 @@ WORDINGS: list[tuple[str, str, str, str]] = [
      "RuntimeError: Failed to load the tokenizer. If the tokenizer is a custom tokenizer not yet "
      "available in the HuggingFace transformers library, consider setting `trust_remote_code=True` "
      "in LLM or using the `--trust-remote-code` flag in the CLI."),
+    ("trust-remote-code", "ASC-START-008", "current vLLM tokenizer wrapper (upgrade hint)",
+     "RuntimeError: Failed to load the tokenizer. If the tokenizer is a custom tokenizer not yet "
+     "available in the HuggingFace transformers library, consider setting `trust_remote_code=True` "
+     "in LLM or using the `--trust-remote-code` flag in the CLI. If the model was created with a "
+     "newer version of transformers, consider upgrading: `uv pip install --upgrade transformers`"),
     ("trust-remote-code", "ASC-START-008", "vLLM processor wrapper",
      "RuntimeError: Failed to load the processor. If the processor is a custom processor not yet "
      "available in the HuggingFace transformers library, consider setting `trust_remote_code=True` "
@@ -226,6 +231,25 @@ WORDINGS: list[tuple[str, str, str, str]] = [
      "column 3"),
     ("tokenizer", "ASC-START-022", "transformers, unknown tokenizer class",
      "ValueError: Tokenizer class Qwen2Tokenizer does not exist or is not currently imported."),
+    ("tokenizer", "ASC-START-022", "transformers 4.4x-5.x, tokenizer files missing",
+     "OSError: Can't load tokenizer for '/models/Qwen2.5-7B-Instruct'. If you were trying to load "
+     "it from 'https://huggingface.co/models', make sure you don't have a local directory with the "
+     "same name. Otherwise, make sure '/models/Qwen2.5-7B-Instruct' is the correct path to a "
+     "directory containing all relevant files for a Qwen2TokenizerFast tokenizer."),
+    ("tokenizer", "ASC-START-022", "transformers 5.x (sentencepiece or tiktoken)",
+     "ValueError: You need to have sentencepiece or tiktoken installed to convert a slow tokenizer "
+     "to a fast one."),
+    ("tokenizer", "ASC-START-022", "transformers import guard",
+     "ImportError: \nLlamaTokenizer requires the SentencePiece library but it was not found in your "
+     "environment. Check out the instructions on the\ninstallation page of its repo"),
+    ("model-path", "ASC-START-020", "transformers config (path without config.json)",
+     "OSError: Can't load the configuration of '/data/qwen3-8b'. If you were trying to load it from "
+     "'https://huggingface.co/models', make sure you don't have a local directory with the same "
+     "name. Otherwise, make sure '/data/qwen3-8b' is the correct path to a directory containing a "
+     "config.json file"),
+    ("model-path", "ASC-START-020", "vLLM 0.10+ model path check",
+     "ValueError: Invalid repository ID or local directory specified: '/models/Qwen3-8B'.\nPlease "
+     "verify the following requirements:\n1. Provide a valid Hugging Face repository ID."),
     # -- quantisation dtype conflict and unknown methods --------------------------------------
     ("quant-dtype", "ASC-START-011", "vLLM 0.7+ (fp16-only method, bf16 asked)",
      "ValueError: torch.bfloat16 is not supported for quantization method awq. Supported dtypes: "
