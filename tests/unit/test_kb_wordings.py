@@ -397,6 +397,11 @@ NOT_THE_FAMILY: list[tuple[str, str]] = [
     ("ASC-START-003", "torch.distributed.DistNetworkError: The server socket has failed to listen "
      "on any local network address. port: 29500, useIpv6: 0, code: -99, name: EADDRNOTAVAIL, "
      "message: cannot assign requested address"),
+    # no device visible at all: the devices, not the parallel size (ASC-NPU-006)
+    ("ASC-START-015", "AssertionError: local_world_size (8) must be less than or equal to the "
+     "number of visible devices (0)."),
+    ("ASC-START-015", "AssertionError: please set tensor_parallel_size (2) to less than max local "
+     "gpu count (0)"),
     # vLLM found another port by itself
     ("ASC-START-003", "INFO 09-02 11:04:17 [network_utils.py:248] Port 8000 is already in use, "
      "trying port 8001"),
