@@ -160,6 +160,15 @@ WORDINGS: list[tuple[str, str, str, str]] = [
      "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the "
      "file on the Hub and we cannot find the requested files in the local cache. Please check your "
      "connection and try again or make sure your Internet connection is on."),
+    ("hub", "ASC-START-005", "huggingface_hub snapshot with HF_HUB_OFFLINE=1",
+     "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached snapshot "
+     "folder for the specified revision on the local disk and outgoing traffic has been disabled. "
+     "To enable repo look-ups and downloads online, set 'HF_HUB_OFFLINE=0' as environment "
+     "variable."),
+    ("hub", "ASC-START-005", "huggingface_hub text without its class, as an engine log line",
+     "ERROR 11-20 03:01:12 [core.py:700] Cannot find an appropriate cached snapshot folder for the "
+     "specified revision on the local disk and outgoing traffic has been disabled. To enable repo "
+     "look-ups and downloads online, pass 'local_files_only=False' as input."),
     ("hub", "ASC-START-005", "huggingface_hub offline mode",
      "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/"
      "Qwen/Qwen3-8B: offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` "
