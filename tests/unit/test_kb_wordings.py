@@ -465,3 +465,49 @@ def test_quant_dtype_advice_never_forces_float16_on_a_bf16_only_method():
     assert "[torch.bfloat16]" in first
     assert "float16" not in first.replace("bfloat16", "")
 
+
+
+# -- the family still decides when the message sits in a whole start-up log --------------------
+V1_KV_DEATH = """\
+(APIServer pid=3021) INFO 11-20 03:01:02 [api_server.py:1805] vLLM API server version 0.11.0
+(EngineCore_DP0 pid=3188) INFO 11-20 03:01:40 [worker.py:311] Available KV cache memory: 2.39 GiB
+(EngineCore_DP0 pid=3188) ERROR 11-20 03:01:41 [core.py:708] EngineCore failed to start.
+(EngineCore_DP0 pid=3188) ERROR 11-20 03:01:41 [core.py:708] Traceback (most recent call last):
+(EngineCore_DP0 pid=3188) ERROR 11-20 03:01:41 [core.py:708]   File "/vllm-workspace/vllm/vllm/v1/core/kv_cache_utils.py", line 699, in check_enough_kv_cache_memory
+(EngineCore_DP0 pid=3188) ERROR 11-20 03:01:41 [core.py:708]     raise ValueError(
+(EngineCore_DP0 pid=3188) ERROR 11-20 03:01:41 [core.py:708] ValueError: To serve at least one request with the models's max seq len (32768), (6.00 GiB KV cache is needed, which is larger than the available KV cache memory (2.39 GiB). Based on the available memory, the estimated maximum model length is 13056. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
+(APIServer pid=3021) Traceback (most recent call last):
+(APIServer pid=3021)   File "/usr/local/python3.11.13/lib/python3.11/site-packages/vllm/v1/engine/core_client.py", line 84, in make_async_mp_client
+(APIServer pid=3021) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+"""
+
+UVICORN_PORT = """\
+INFO 06-16 15:10:59 [api_server.py:1090] Starting vLLM API server on http://0.0.0.0:8000
+INFO:     Started server process [4242]
+INFO:     Waiting for application startup.
+INFO:     Application startup complete.
+ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use
+INFO:     Waiting for application shutdown.
+INFO:     Application shutdown complete.
+"""
+
+PYDANTIC_LEN = """\
+(APIServer pid=77) Traceback (most recent call last):
+(APIServer pid=77)   File "/usr/local/bin/vllm", line 10, in <module>
+(APIServer pid=77)     sys.exit(main())
+(APIServer pid=77)   File "/usr/local/lib/python3.11/site-packages/vllm/engine/arg_utils.py", line 1031, in create_model_config
+(APIServer pid=77)     return ModelConfig(
+(APIServer pid=77) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig
+(APIServer pid=77)   Value error, User-specified max_model_len (65536) is greater than the derived max_model_len (max_position_embeddings=32768 or model_max_length=None in model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. [type=value_error, input_value=ArgsKwargs((), {'model': '/models/Qwen2.5-7B-Instruct'}), input_type=ArgsKwargs]
+"""
+
+
+@pytest.mark.parametrize("log,eid,value", [
+    (V1_KV_DEATH, "ASC-START-001", "--max-model-len 13056"),
+    (UVICORN_PORT, "ASC-START-003", "ss -ltnp"),
+    (PYDANTIC_LEN, "ASC-START-002", "--max-model-len 32768"),
+])
+def test_the_family_decides_inside_a_whole_start_up_log(log, eid, value):
+    v = verdict(log)
+    assert v.answers[0].key == eid and v.confident, [a.key for a in v.answers[:3]]
+    assert any(value in s for s in v.answers[0].steps())
