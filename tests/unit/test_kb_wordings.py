@@ -511,3 +511,18 @@ def test_the_family_decides_inside_a_whole_start_up_log(log, eid, value):
     v = verdict(log)
     assert v.answers[0].key == eid and v.confident, [a.key for a in v.answers[:3]]
     assert any(value in s for s in v.answers[0].steps())
+
+
+# -- real captures of the CI stack's vLLM (tests/corpus/realvllm/README.md) --------------------
+REAL = __import__("pathlib").Path(__file__).resolve().parents[1] / "corpus" / "realvllm"
+
+
+@pytest.mark.parametrize("name,eid,value", [
+    ("max-model-len-above-derived.log", "ASC-START-002", "--max-model-len 2048"),
+    ("port-in-use.log", "ASC-START-003", "ss -ltnp"),
+])
+def test_real_start_up_failures_of_the_installed_vllm(name, eid, value):
+    v = verdict((REAL / name).read_text(encoding="utf-8"))
+    assert v.answers[0].key == eid and v.confident, (v.why_not_confident(),
+                                                      [a.key for a in v.answers[:3]])
+    assert any(value in s for s in v.answers[0].steps())
