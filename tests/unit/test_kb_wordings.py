@@ -69,6 +69,15 @@ WORDINGS: list[tuple[str, str, str, str]] = [
     ("free-below-utilization", "ASC-UPS-026", "vllm-ascend v0.9.x-v0.13.x worker_v1",
      "(EngineCore_DP0 pid=634) INFO 11-22 10:01:28 [worker_v1.py:256] Available memory: 0, total "
      "memory: 65452113920"),
+    # -- free memory moved under the profiling run (another process on the card) -------------
+    ("profiling-disturbed", "ASC-START-031", "vllm-ascend worker_v1 v0.9.x-v0.11.x (bytes)",
+     "AssertionError: Error in memory profiling. Initial free memory 61342253056, current free "
+     "memory 61980000256. This happens when the NPU memory was not properly cleaned up before "
+     "initializing the vLLM instance."),
+    ("profiling-disturbed", "ASC-START-031", "vLLM 0.10+ (GiB, shared container)",
+     "AssertionError: Error in memory profiling. Initial free memory 52.1 GiB, current free memory "
+     "53.4 GiB. This happens when other processes sharing the same container release GPU memory "
+     "while vLLM is profiling during initialization."),
     # -- --max-model-len above the model's ---------------------------------------------------
     ("max-model-len", "ASC-START-002", "vLLM 0.7.x (may lead to incorrect outputs)",
      "ValueError: User-specified max_model_len (40960) is greater than the derived max_model_len "
