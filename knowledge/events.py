@@ -158,7 +158,10 @@ def events(lines: Iterable[tuple[int, str]]) -> list[Event]:
         if DEATH.search(body):
             out.append(Event("death", [ln], ln))
         elif EXCEPTION.match(body) and not _FRAME.match(body):
-            out.append(Event("traceback", [ln], ln, [ln]))  # an exception line alone
+            # an exception line alone (pydantic's: with the reason on the next lines)
+            reason = _pydantic_reason(ln, parsed[i + 1:i + 4])
+            out.append(Event("traceback", [ln] + ([reason] if reason is not ln else []),
+                             reason, [ln]))
         elif _CODE_LINE.search(body) and _has_code(body):
             out.append(Event("code", [ln], ln))
         elif body[:1].isspace() or body.lstrip().startswith(("^", "~", "File \"")):
@@ -223,8 +226,23 @@ def _traceback(parsed: list[LogLine], i: int, out: list[Event]) -> int:
         if len(lines) > 2000:
             break
     cause = chain[0] if chain else lines[-1]
+    cause = _pydantic_reason(cause, lines)
     out.append(Event("traceback", lines, cause, chain))
     return max(j, i + 1)
+
+
+# pydantic (vLLM's config classes from 0.10 on) prints "N validation error for ModelConfig"
+# and the reason on the next line: "  Value error, <the message vLLM raised> [type=…]"
+_PYDANTIC_HEAD = re.compile(r"\d+ validation errors? for \w+\s*$")
+_PYDANTIC_REASON = re.compile(r"^\s*(?:Value error|Assertion failed), \S")
+
+
+def _pydantic_reason(cause: LogLine, after: list[LogLine]) -> LogLine:
+    """For pydantic's header line, the line that carries the refused value's message."""
+    if not _PYDANTIC_HEAD.search(cause.body):
+        return cause
+    nxt = [ln for ln in after if 0 < ln.n - cause.n <= 3]
+    return next((ln for ln in nxt if _PYDANTIC_REASON.match(ln.body)), cause)
 
 
 def chain_open(lines: list[LogLine]) -> bool:

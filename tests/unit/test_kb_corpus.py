@@ -16,7 +16,7 @@ from ascend_doctor import knowledge
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "triage"
 # reached when the corpus was written (issue 15); raise these, never lower them
 FLOORS = {"tuned": {"top1": 41, "top3": 41}, "heldout": {"top1": 19, "top3": 19},
-          "fresh": {"top1": 9, "top3": 9}}
+          "fresh": {"top1": 10, "top3": 10}}
 
 
 def parse(path: Path) -> dict:
