@@ -302,13 +302,13 @@ def _confirm_owner(out: list[Answer]) -> None:
     """An owner answer read from the frame that raised, and the source index's raise site in
     that same file, explain one line twice: the site where it comes from, the owner answer
     also the cause. The owner answer then ranks just above the site (``confirmed``)."""
-    sites = [a for a in out if a.site is not None]
+    sites = [(a, a.site) for a in out if a.site is not None]
     for a in out:
         if a.owned is None or a.how != "owner":
             continue
         path = a.owned.frame.path.replace("\\", "/")
-        for t in sites:
-            if path == t.site.file or path.endswith("/" + t.site.file):
+        for t, site in sites:
+            if path == site.file or path.endswith("/" + site.file):
                 a.confirmed = max(a.confirmed, _spec(t) - _spec(a) + 0.01)
 
 

@@ -265,6 +265,7 @@ def owner_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | Non
         project, home = FRAMEWORKS[inner.package]
         return Ownership(FRAMEWORK, inner, name, message, subject=project, home=home)
     owner = inner.package
+    assert owner is not None  # in PACKAGES: the other cases returned above
     shown = {f.package for f in frames}
     if owner in ("vllm", "vllm_ascend") and (
             name in _API and {"vllm", "vllm_ascend"} <= shown
