@@ -438,6 +438,18 @@ def test_look_alikes_do_not_reach_the_family(eid, line):
     assert eid not in [m.entry.id for m in knowledge.load().match_lines([line])]
 
 
+@pytest.mark.parametrize("line", [
+    "AssertionError: local_world_size (8) must be less than or equal to the number of visible "
+    "devices (0).",
+    "AssertionError: please set tensor_parallel_size (2) to less than max local gpu count (0)",
+    "RuntimeError: please ensure that world_size (2) is less than than max local gpu count (0)",
+])
+def test_a_count_of_zero_devices_reaches_the_no_npu_entry_first(line):
+    """The parallel-size family leaves a count of 0 alone; the no-visible-NPU entry takes it."""
+    v = verdict(line)
+    assert v.answers and v.answers[0].key == "ASC-NPU-006", [a.key for a in v.answers[:3]]
+
+
 # -- advice follows the value the message reports ---------------------------------------------
 def test_kv_advice_names_the_estimated_length_only_when_the_release_printed_one():
     new = verdict(WORDINGS[2][3]).answers[0]
