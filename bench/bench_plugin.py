@@ -413,11 +413,12 @@ def delay_bound(s: dict) -> str:
     The engine runs its steps one after another, so what the audit adds to a request is the
     sum of its time over the request's steps (latency / step of them): their count times the
     mean (which holds the batch writes, one in BATCH_STEPS steps) plus the two slowest steps
-    for a request that met more than its share of writes. The first step of the engine (it
-    opens the file and starts the background thread) is a once-a-process cost, left out. The audit's times are measured
-    inside the engine, so this holds on a loaded machine, where the on/off latencies move by
-    tens of percent from round to round; it leaves out effects outside the engine thread's
-    own time (caches, garbage collection elsewhere)."""
+    for a request that met more than its share of writes. The slowest steps are those after
+    the engine's first (it opens the file and starts the background thread, once a process);
+    the mean holds the first too. The audit's times are measured inside the engine, so this
+    holds on a loaded machine, where the on/off latencies move by tens of percent from round
+    to round; it leaves out effects outside the engine thread's own time (caches, garbage
+    collection elsewhere)."""
     c = s.get("costs", {}).get("on")
     itl = s["on"].get("itl")
     if not c or not itl or not itl["b"]:
@@ -467,8 +468,9 @@ def rows(s: dict, name: str) -> list[dict]:
         for arm, c in s.get("costs", {}).items():
             if c:
                 parts.append(f"the plugin's own exit line ({arm}): {c['us_per_step']:.1f} us of "
-                             f"the engine thread a step (first {c['first_us']} us, then median <= {c['p50_us']} us, p99 <= "
-                             f"{c['p99_us']} us, max <= {c['max_us']} us) over {c['steps']} "
+                             f"the engine thread a step (first {c['first_us']} us, then "
+                             f"median <= {c['p50_us']} us, p99 <= {c['p99_us']} us, "
+                             f"max <= {c['max_us']} us) over {c['steps']} "
                              f"steps, {c['bytes_per_step']} B a step, {c['writes']} writes "
                              f"({c['idle_writes']} after the engine stopped)")
         b = delay_bound(s)
