@@ -8,18 +8,11 @@ import pytest
 from ascend_doctor import knowledge
 from ascend_doctor.knowledge import owner
 from ascend_doctor.knowledge.decide import decide
+from tests.tracebacks import frames as _frames
 from ascend_doctor.knowledge.schema import validate_entry
 
 SITE = "/usr/local/python3.11/lib/python3.11/site-packages"
 
-
-def _frames(*paths: str) -> list[owner.Frame]:
-    out = []
-    for p in paths:
-        f = owner.frame_of(f'  File "{p}", line 10, in fn')
-        assert f is not None
-        out.append(f)
-    return out
 
 
 @pytest.mark.parametrize("path,pkg", [

@@ -9,6 +9,7 @@ import pytest
 from ascend_doctor import knowledge
 from ascend_doctor.knowledge import owner
 from ascend_doctor.knowledge.decide import decide
+from tests.tracebacks import frames as _frames
 
 SITE = "/usr/local/python3.10.17/lib/python3.10/site-packages"
 HF = "/root/.cache/huggingface/modules/transformers_modules"
@@ -18,14 +19,6 @@ HF = "/root/.cache/huggingface/modules/transformers_modules"
 def kb():
     return knowledge.load()
 
-
-def _frames(*paths: str) -> list[owner.Frame]:
-    out = []
-    for p in paths:
-        f = owner.frame_of(f'  File "{p}", line 10, in fn')
-        assert f is not None
-        out.append(f)
-    return out
 
 
 def _tb(exc_line: str, *paths: str, prefix: str = "") -> list[tuple[int, str]]:
