@@ -31,8 +31,7 @@ def test_every_thread_file_is_valid_and_sits_in_the_part_its_hash_says() -> None
     seen: dict[str, Path] = {}
     for t in all_threads():
         assert t.part == part_of(t.url), f"{t.path} belongs in {part_of(t.url)}/"
-        owner_repo, num = t.url.split("github.com/", 1)[1].rsplit("/", 2)[0], t.url.rsplit("/", 1)[1]
-        assert t.path.stem == f"{owner_repo.split('/')[1]}-{num}", t.path
+        assert t.path.stem == corpus.file_stem(t.url), f"{t.path} should be {corpus.file_stem(t.url)}.toml"
         assert t.url not in seen, f"{t.url} twice: {seen.get(t.url)} and {t.path}"
         seen[t.url] = t.path
 
@@ -48,7 +47,69 @@ def test_split_rule_is_the_written_one() -> None:
         assert part_of(url) == ("blind" if first < 0x80 else "tuning")
     assert part_of("https://github.com/a/b/issues/7/") == part_of("https://github.com/a/b/issues/7#x")
     with pytest.raises(CorpusError):
-        canonical_url("https://example.com/a/b/issues/7")
+        canonical_url("https://github.com/a/b/blob/main/README.md")
+    with pytest.raises(CorpusError):
+        canonical_url("not a url")
+
+
+def test_page_urls_are_canonicalised_split_and_named_by_the_written_rule() -> None:
+    """RULE.md section 2h: web pages hash like GitHub threads after dropping the scheme's
+    difference, the fragment, tracking parameters and a trailing slash; page-identifying
+    query parameters stay."""
+    import hashlib
+
+    url = "https://blog.csdn.net/someone/article/details/135792468"
+    for variant in ("http://blog.csdn.net/someone/article/details/135792468/",
+                    "https://BLOG.CSDN.NET/someone/article/details/135792468#t3",
+                    "https://blog.csdn.net/someone/article/details/135792468"
+                    "?spm=1001.2014.3001.5502&utm_source=x",
+                    "https://blog.csdn.net/someone/article/details/135792468?share_token=abc"):
+        assert canonical_url(variant) == url
+    topic = "https://www.hiascend.com/forum/thread.php?tid=0299142&utm_medium=feed&page=2"
+    assert canonical_url(topic) == "https://www.hiascend.com/forum/thread.php?tid=0299142&page=2"
+    for u in (url, topic, "https://zhuanlan.zhihu.com/p/678912345"):
+        first = hashlib.sha256(canonical_url(u).encode()).digest()[0]
+        assert part_of(u) == ("blind" if first < 0x80 else "tuning")
+    assert corpus.file_stem(url) == "blog_csdn_net-135792468"
+    assert corpus.file_stem("https://www.cnblogs.com/a/p/17012345.html") == "cnblogs_com-17012345"
+    slug = "https://stackoverflow.com/questions/how-to-fix-npu"
+    assert corpus.file_stem(slug) == "stackoverflow_com-" + hashlib.sha256(slug.encode()).hexdigest()[:8]
+    assert corpus.site_of("https://www.cnblogs.com/a/p/17012345.html") == "cnblogs.com"
+    assert corpus.site_of("https://github.com/vllm-project/vllm/issues/9") == "vllm-project/vllm"
+    assert corpus.is_page(url) and not corpus.is_page("https://github.com/a/b/issues/1")
+
+
+def test_page_citation_forms_find_the_page_and_refuse_longer_ids(tmp_path: Path) -> None:
+    url = "https://blog.csdn.net/someone/article/details/135792468"
+    assert corpus.citation_forms(url) == ["blog.csdn.net/someone/article/details/135792468",
+                                          "details/135792468"]
+    rx = corpus.citation_regex(url)
+    assert rx.search("see https://blog.csdn.net/someone/article/details/135792468?spm=1")
+    assert rx.search("CSDN details/135792468 again")
+    assert not rx.search("details/1357924689 is another article")
+    assert not rx.search("details/13579246 is another article")
+    www = "https://www.cnblogs.com/a/p/17012345.html"
+    assert corpus.citation_forms(www) == ["cnblogs.com/a/p/17012345.html", "p/17012345"]
+    slug = "https://stackoverflow.com/questions/how-to-fix-npu"
+    assert corpus.citation_forms(slug) == ["stackoverflow.com/questions/how-to-fix-npu"]
+    assert not corpus.citation_regex(slug).search("stackoverflow.com/questions/how-to-fix-npu-2")
+    (tmp_path / "knowledge").mkdir()
+    (tmp_path / "knowledge/a.toml").write_text(f'sources = ["{www}"]', encoding="utf-8")
+    (tmp_path / "docs.md").write_text("unrelated cnblogs.com/a/p/170123456.html", encoding="utf-8")
+    hits = blind_citations(tmp_path, [www], files=["knowledge/a.toml", "docs.md"])
+    assert hits == [("knowledge/a.toml", www)]
+
+
+def test_a_page_file_with_the_wrong_site_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "blog_csdn_net-135792468.toml"
+    f.write_text('url = "https://blog.csdn.net/someone/article/details/135792468"\n'
+                 'repo = "csdn.net"\ncause = "npu-oom"\ndiagnosis = "x"\n'
+                 "error_lines = [1]\nlog = '''\nRuntimeError: NPU out of memory.\n'''\n",
+                 encoding="utf-8")
+    with pytest.raises(CorpusError, match="blog.csdn.net"):
+        load_thread(f, cause_keys())
+    f.write_text(f.read_text().replace('"csdn.net"', '"blog.csdn.net"'), encoding="utf-8")
+    assert load_thread(f, cause_keys()).repo == "blog.csdn.net"
 
 
 def test_no_file_outside_the_blind_part_cites_a_blind_thread() -> None:

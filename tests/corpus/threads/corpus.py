@@ -1,5 +1,5 @@
-"""The thread corpus (RULE.md): real failure reports from public issue threads, one TOML file
-each, split into a tuning and a blind part by a hash of the thread's URL.
+"""The thread corpus (RULE.md): real failure reports from public issue threads and web pages
+(§2h), one TOML file each, split into a tuning and a blind part by a hash of the thread's URL.
 
 Plain functions shared by the scorer (score.py) and tests/unit/test_blind_corpus.py.
 """
@@ -11,6 +11,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,12 +30,74 @@ class CorpusError(ValueError):
     """A thread file that breaks the corpus format; names the file and the reason."""
 
 
+def _is_github(url: str) -> bool:
+    host = urlsplit(url.strip()).netloc.lower()
+    return host in ("github.com", "www.github.com")
+
+
+# Query parameters that track a visit and do not identify a page (RULE.md §2h).
+_TRACKING = {"spm", "share_token", "share_source", "from", "source", "ref", "fbclid", "gclid"}
+# A page's article id: digits (6+) or hex with a digit (8+), the last path segment
+# without an .html/.htm/.shtml suffix.
+_PAGE_ID = re.compile(r"^(?:[0-9]{6,}|(?=[0-9a-f]*[0-9])[0-9a-f]{8,})$", re.IGNORECASE)
+
+
+def _canonical_page(url: str) -> str:
+    """A web page's canonical URL (RULE.md §2h): https, lower-case host, no fragment, no
+    tracking query parameters (other parameters kept in order), no trailing slash."""
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc or " " in url.strip():
+        raise CorpusError(f"not a GitHub issue or pull request URL, nor a web page URL: {url!r}")
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+             if k.lower() not in _TRACKING and not k.lower().startswith("utm_")]
+    path = parts.path.rstrip("/")
+    return urlunsplit(("https", parts.netloc.lower(), path, urlencode(query), ""))
+
+
 def canonical_url(url: str) -> str:
-    """The URL form the split hashes (RULE.md §3): no fragment, query or trailing slash."""
+    """The URL form the split hashes: for GitHub (RULE.md §3) no fragment, query or trailing
+    slash, and only issue or pull request URLs; for any other page RULE.md §2h."""
+    if not _is_github(url):
+        return _canonical_page(url)
     url = url.strip().split("#", 1)[0].split("?", 1)[0].rstrip("/")
     if not _URL.match(url):
         raise CorpusError(f"not a GitHub issue or pull request URL: {url!r}")
     return url
+
+
+def is_page(url: str) -> bool:
+    """True for a web page (RULE.md §2h), False for a GitHub thread."""
+    return not _is_github(canonical_url(url))
+
+
+def site_of(url: str) -> str:
+    """The `repo` field of a thread: `owner/repo` for GitHub, the host without `www.` for a page."""
+    url = canonical_url(url)
+    m = _URL.match(url)
+    if m:
+        return f"{m['owner']}/{m['repo']}"
+    host = urlsplit(url).netloc
+    return host[4:] if host.startswith("www.") else host
+
+
+def _page_id(url: str) -> str | None:
+    """The page's article id (last path segment, see _PAGE_ID), or None."""
+    segs = [s for s in urlsplit(url).path.split("/") if s]
+    if not segs:
+        return None
+    last = re.sub(r"\.s?html?$", "", segs[-1], flags=re.IGNORECASE)
+    return last if _PAGE_ID.match(last) else None
+
+
+def file_stem(url: str) -> str:
+    """The file name (without .toml) a thread must have: `<repo>-<N>` for GitHub,
+    `<site with dots as _>-<article id or sha8>` for a page (RULE.md §2h, §6)."""
+    url = canonical_url(url)
+    m = _URL.match(url)
+    if m:
+        return f"{m['repo']}-{m['num']}"
+    pid = _page_id(url) or hashlib.sha256(url.encode()).hexdigest()[:8]
+    return f"{site_of(url).replace('.', '_')}-{pid}"
 
 
 def part_of(url: str) -> str:
@@ -43,10 +106,21 @@ def part_of(url: str) -> str:
 
 
 def citation_forms(url: str) -> list[str]:
-    """The strings that cite a thread: its URL (issues and pull forms), `owner/repo#N`,
-    `repo#N`, `repo #N` and `<repo>/issues/N`, for a literal case-insensitive search."""
-    m = _URL.match(canonical_url(url))
-    assert m is not None
+    """The strings that cite a thread, for a literal case-insensitive search.
+    GitHub: its URL (issues and pull forms), `owner/repo#N`, `repo#N`, `repo #N` and
+    `<repo>/issues/N`. Page: its canonical URL without scheme and `www.`, and, when the
+    path ends in an article id, the last two path segments (`details/123456789`)."""
+    url = canonical_url(url)
+    m = _URL.match(url)
+    if m is None:
+        bare = url.split("://", 1)[1]
+        forms = [bare[4:] if bare.startswith("www.") else bare]
+        pid = _page_id(url)
+        if pid:
+            segs = [s for s in urlsplit(url).path.split("/") if s]
+            if len(segs) >= 2:
+                forms.append(f"{segs[-2]}/{pid}")
+        return forms
     owner, repo, num = m["owner"], m["repo"], m["num"]
     base = f"github.com/{owner}/{repo}"
     return [f"{base}/issues/{num}", f"{base}/pull/{num}", f"{owner}/{repo}#{num}",
@@ -54,9 +128,11 @@ def citation_forms(url: str) -> list[str]:
 
 
 def citation_regex(url: str) -> re.Pattern[str]:
-    """One regex for citation_forms, refusing a longer number (`#12` must not hit `#123`)."""
+    """One regex for citation_forms, refusing a longer number (`#12` must not hit `#123`;
+    for a page, `details/123` must not hit `details/1234` nor a longer hex id)."""
     alts = "|".join(re.escape(f) for f in citation_forms(url))
-    return re.compile(rf"(?:{alts})(?![0-9])", re.IGNORECASE)
+    tail = "(?![0-9A-Za-z_-])" if is_page(url) else "(?![0-9])"
+    return re.compile(rf"(?:{alts}){tail}", re.IGNORECASE)
 
 
 def cause_keys(causes_md: Path | None = None) -> set[str]:
@@ -93,11 +169,12 @@ def load_thread(path: Path, keys: set[str] | None = None) -> Thread:
                if k not in data]
     if missing:
         raise CorpusError(f"{path}: missing {', '.join(missing)}")
-    url = canonical_url(str(data["url"]))
-    m = _URL.match(url)
-    assert m is not None
-    if data["repo"] != f"{m['owner']}/{m['repo']}":
-        raise CorpusError(f"{path}: repo {data['repo']!r} is not the URL's")
+    try:
+        url = canonical_url(str(data["url"]))
+    except CorpusError as exc:
+        raise CorpusError(f"{path}: {exc}") from None
+    if data["repo"] != site_of(url):
+        raise CorpusError(f"{path}: repo {data['repo']!r} is not the URL's ({site_of(url)!r})")
     log = str(data["log"]).strip("\n")
     n = len(log.splitlines())
     if not 1 <= n <= MAX_LOG_LINES:
