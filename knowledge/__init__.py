@@ -70,6 +70,9 @@ class Entry:
     # packages whose code the failure comes from: a traceback whose frames are shown and
     # hold none of them is not this entry's failure (vLLM's platform choice needs vLLM frames)
     raised_in: tuple[str, ...] = ()
+    # a bare line (no frames, no raise site of the installed stack in raised_in) is only a
+    # candidate: any code prints the signature ("Torch not compiled with CUDA enabled")
+    needs_frames: bool = False
 
     def advice_for(self, versions: Mapping[str, str | None], lang: str = "en") -> list[str]:
         """The advice texts whose ``when`` holds for ``versions`` (unknown version: not held).
@@ -422,7 +425,8 @@ def _entry_from(d: Mapping[str, Any], domain: str) -> Entry:
                  message=d.get("message", {}), generic=bool(d.get("generic", False)),
                  cause_above=bool(d.get("cause_above", False)),
                  examples=tuple(d.get("examples", ())), causes=tuple(d.get("causes", ())),
-                 owner=d.get("owner"), raised_in=tuple(d.get("raised_in", ())))
+                 owner=d.get("owner"), raised_in=tuple(d.get("raised_in", ())),
+                 needs_frames=bool(d.get("needs_frames", False)))
 
 
 def data_files() -> list[tuple[str, bytes]]:

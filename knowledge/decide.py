@@ -36,11 +36,13 @@ from .srcindex import Site, SourceIndex
 CURATED, CODE, SHAPE, TEMPLATE = "curated", "code-table", "message-shape", "source-template"
 # how much each kind of answer explains (ranking inside an event, and confidence)
 # "owner": a package's defect read from the traceback's frames (knowledge/owner.py), below
-# every signature, code and message shape of the line, above a bare raise site
+# every signature, code and message shape of the line, above a bare raise site; "unshown": a
+# signature of a ``needs_frames`` entry on a line that shows no frame of its packages
 SPECIFICITY = {"signature": 3.0, "alias": 2.6, "code": 2.0, "shape": 1.8, "owner": 1.7,
-               "template": 1.0, "generic": 0.6, "catchall": 0.5, "family": 0.4}
+               "unshown": 1.2, "template": 1.0, "generic": 0.6, "catchall": 0.5, "family": 0.4}
 BASE_CONFIDENCE = {"signature": 0.9, "alias": 0.8, "code": 0.7, "shape": 0.65, "owner": 0.65,
-                   "template": 0.35, "generic": 0.4, "catchall": 0.35, "family": 0.3}
+                   "unshown": 0.5, "template": 0.35, "generic": 0.4, "catchall": 0.35,
+                   "family": 0.3}
 # an answer matched on another line of the event than its decisive one (a wrapper, the outer
 # exception of a chain) explains less than any specific answer on the decisive line
 OFF_CAUSE = 1.5
@@ -136,6 +138,7 @@ class Answer:
         if self.source == CURATED:
             via = {"signature": "signature", "alias": f"code {self._via()}",
                    "owner": "owner",
+                   "unshown": "signature (no frame shows which package raised the line)",
                    "generic": (f"catch-all code {self._via()}" if self.code is not None
                                else "generic signature")}.get(self.how, self.how)
             if self.owned is not None:  # read from the traceback's frames (owner.py)
@@ -227,6 +230,9 @@ class Verdict:
                       "catch-all code matched")
         if a.how == "catchall":
             return N_("the decisive line carries only an internal catch-all code")
+        if a.how == "unshown":
+            return N_("the best answer holds only when a package the log does not show "
+                      "raised the line (no traceback frames)")
         if a.how not in CONFIDENT_HOWS:
             return N_("the code is known only by its family")
         if not a.causes:
@@ -243,14 +249,18 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
     out: list[Answer] = []
     seen_entries: set[str] = set()
     shown = _packages_shown(ev)
+    traced = None
+    if index is not None and ev.kind in ("traceback", "code", "shape", "error", "death"):
+        traced = index.trace(_message_of(cause.body))
     # curated entries whose signature matched the decisive line, then another line of it
     for ln in [cause, *[x for x in ev.lines if x is not cause]]:
         for m in by_line.get(ln.n, ()):
             if m.entry.id in seen_entries:
                 continue
             seen_entries.add(m.entry.id)
-            how = "generic" if m.entry.generic or not _raised_in(m.entry, shown) \
-                else "signature"
+            how = ("generic" if m.entry.generic or not _raised_in(m.entry, shown)
+                   else "unshown" if not _raiser_known(m.entry, shown, traced)
+                   else "signature")
             conf = BASE_CONFIDENCE[how] - (0.0 if ln is cause else 0.2)
             out.append(Answer(CURATED, how, conf, (ln.n, ln.text), entry=m.entry, match=m,
                               on_cause=ln is cause, groups=dict(m.groups)))
@@ -268,9 +278,6 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
     for sh in shapes_in(cause.body):
         how = "generic" if sh.broad else "shape"
         out.append(Answer(SHAPE, how, BASE_CONFIDENCE[how], line, shape=sh))
-    traced = None
-    if index is not None and ev.kind in ("traceback", "code", "shape", "error", "death"):
-        traced = index.trace(_message_of(cause.body))
     owned = _ownership(ev) or _site_feature(cause, traced)
     if owned is not None:
         for e in sorted((e for e in kb.entries.values() if e.owner == owned.owner),
@@ -347,6 +354,18 @@ def _raised_in(e: Entry, shown: set[str | None] | None) -> bool:
     if not e.raised_in or shown is None:
         return True
     return bool(shown.intersection(e.raised_in))
+
+
+def _raiser_known(e: Entry, shown: set[str | None] | None,
+                  traced: tuple[Site, float] | None) -> bool:
+    """Whether the log shows what an entry with ``needs_frames`` needs: a frame (checked by
+    _raised_in), or, for a bare line, the installed stack's raise site of its message in one
+    of the ``raised_in`` packages. A bare "Torch not compiled with CUDA enabled" comes from
+    any code that calls torch.cuda (a script, a framework), so it is the entry's cause only
+    when something shows vLLM."""
+    if not e.needs_frames or shown is not None:
+        return True
+    return traced is not None and traced[0].package in e.raised_in
 
 
 def _ownership(ev: Event) -> Ownership | None:

@@ -33,7 +33,9 @@ KNOWN = {"id", "title", "cause", "steps", "signatures", "aliases", "checks", "fi
          # the package whose defect the entry answers, from a traceback's frames (owner.py)
          "owner",
          # the packages a traceback's frames must show for the entry to apply (decide.py)
-         "raised_in"}
+         "raised_in",
+         # without such a frame (a bare line) the signature alone does not decide the cause
+         "needs_frames"}
 SEVERITIES = {"none", "low", "medium", "high", "critical"}
 # a source a reader can open: a public URL, or a named public document / man page
 SOURCE_PREFIXES = ("https://", "doc:", "man:")
@@ -391,6 +393,11 @@ def validate_entry(d: Mapping[str, Any], *, check_ids: Iterable[str] | None = No
             isinstance(x, str) and x in PACKAGES for x in raised):
         p.append(T("{entry}.raised_in: must be a non-empty list of {known}", entry=eid,
                    known=", ".join(PACKAGES)))
+    if not isinstance(d.get("needs_frames", False), bool):
+        p.append(T("{entry}.needs_frames: must be true or false", entry=eid))
+    elif d.get("needs_frames") and not raised:
+        p.append(T("{entry}.needs_frames: needs raised_in (the packages whose frames decide)",
+                   entry=eid))
     sources = d.get("sources", [])
     if not isinstance(sources, list) or not sources:
         p.append(T("{entry}.sources: needs at least one source", entry=eid))

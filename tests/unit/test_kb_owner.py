@@ -156,9 +156,35 @@ def test_raised_in_entries_need_a_frame_of_their_package():
                  f"{SITE}/vllm/platforms/cuda.py", f"{SITE}/torch/cuda/__init__.py")
     v = decide(kb, served)
     assert v.answers[0].key == "ASC-CFG-009" and v.confident
-    # a bare line (no frames pasted) keeps the entry
-    v = decide(kb, [(1, "RuntimeError: No CUDA GPUs are available")])
-    assert v.answers[0].key == "ASC-CFG-009" and v.confident
+    # a bare line (no frames pasted) keeps the entry first, as a candidate: any code that
+    # calls torch.cuda prints it, vLLM's platform choice is one reading among several
+    for bare in ("RuntimeError: No CUDA GPUs are available",
+                 "Torch not compiled with CUDA enabled"):
+        v = decide(kb, [(1, bare)])
+        assert v.answers[0].key == "ASC-CFG-009" and v.answers[0].how == "unshown"
+        assert not v.confident and "no traceback frames" in v.why_not_confident()
+        assert "no frame shows" in v.answers[0].origin()
+
+
+def test_a_bare_line_takes_its_raiser_from_the_installed_stack():
+    """No frames pasted: an entry with ``needs_frames`` is a full answer when the source
+    index's raise site of the message lies in one of its packages, a candidate otherwise;
+    an entry with ``raised_in`` alone keeps answering bare lines."""
+    from ascend_doctor.knowledge.srcindex import SourceIndex, sites_of_source
+
+    kb = knowledge.load()
+    assert kb.entries["ASC-CFG-009"].needs_frames
+    assert not kb.entries["ASC-START-026"].needs_frames
+    v = decide(kb, [(1, "ModuleNotFoundError: No module named "
+                        "'vllm.model_executor.layers.fused_moe.expert_map_manager'")])
+    assert v.answers[0].key == "ASC-START-026" and v.confident
+    cuda = "No CUDA GPUs are available"
+    src = f"def f():\n    raise RuntimeError({cuda!r})\n"
+    for pkg, how in (("vllm", "signature"), ("torch", "unshown")):
+        idx = SourceIndex(sites_of_source(src, pkg, "1.0", f"{pkg}/x.py"), {pkg: "1.0"})
+        v = decide(kb, [(1, f"RuntimeError: {cuda}")], idx)
+        cfg = next(a for a in v.answers if a.key == "ASC-CFG-009")
+        assert cfg.how == how and v.confident is (how == "signature"), pkg
 
 
 def test_placeholder_text_is_no_evidence_in_a_tie():
@@ -183,6 +209,8 @@ def _entry(**kw):
      "not a signature"),
     ({"raised_in": ["vllm", "cuda"]}, "raised_in"),
     ({"raised_in": []}, "raised_in"),
+    ({"needs_frames": True}, "needs_frames: needs raised_in"),
+    ({"needs_frames": "yes", "raised_in": ["vllm"]}, "needs_frames: must be true or false"),
 ])
 def test_lint_rejects_owner_and_raised_in_misuse(kw, problem):
     probs = validate_entry(_entry(**kw))
