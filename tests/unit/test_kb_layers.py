@@ -91,6 +91,10 @@ SHAPE_LINES = {
     "python.cannot-import-name": "ImportError: cannot import name 'X' from 'vllm.utils' (/x/vllm/utils.py)",
     "python.no-module": "ModuleNotFoundError: No module named 'torch_npu'",
     "python.module-no-attribute": "AttributeError: module 'torch_npu' has no attribute 'npu_geglu'",
+    "python.object-no-attribute": "AttributeError: 'MistralTokenizer' object has no attribute "
+                                  "'init_kwargs'",
+    "python.call-signature": "TypeError: AscendAttentionBackendImpl.__init__() got an unexpected "
+                             "keyword argument 'kv_sharing_target_layer_name'",
     "python.connection-refused": "ConnectionRefusedError: [Errno 111] Connection refused",
     "python.name-resolution": "socket.gaierror: [Errno -2] Name or service not known",
     "python.timeout": "TimeoutError: timed out after 600 seconds",
@@ -143,6 +147,24 @@ def test_a_pasted_fragment_without_the_library_still_has_its_shape():
     (hit,) = shapes.shapes_in("undefined symbol: MsprofSysCycleTime")
     assert hit.key == "loader.undefined-symbol" and not hit.broad
     assert hit.meaning["en"].startswith("a library was built against") and "{" not in hit.meaning["zh"]
+
+
+@pytest.mark.parametrize("line,key,shown", [
+    # Python before 3.7 (and a paste cut at the name) print no "from '<module>'"
+    ("ImportError: cannot import name 'INTERNAL_TIMESTAMP_LOG_KEY'", "python.cannot-import-name",
+     "the module imported from has no INTERNAL_TIMESTAMP_LOG_KEY"),
+    ("TypeError: forward() takes 3 positional arguments but 4 were given",
+     "python.call-signature", "forward() was called with an argument"),
+    ("TypeError: load_weights() missing 1 required positional argument: 'weights'",
+     "python.call-signature", "load_weights() was called"),
+])
+def test_cpython_message_variants_keep_their_shape(line, key, shown):
+    (hit,) = shapes.shapes_in(line)
+    assert hit.key == key and hit.broad and hit.meaning["en"].startswith(shown)
+    assert "{" not in hit.meaning["en"] + hit.meaning["zh"] + hit.step["en"] + hit.step["zh"]
+    # a module, an object and a call are three messages, each with one shape
+    assert [h.key for h in shapes.shapes_in("AttributeError: module 'vllm' has no attribute 'x'")] \
+        == ["python.module-no-attribute"]
 
 
 def test_broad_shapes_are_guesses_unless_a_variant_narrows_them():
