@@ -152,7 +152,7 @@ def events(lines: Iterable[tuple[int, str]]) -> list[Event]:
         if REQUEST_LINE.search(body):
             i += 1
             continue
-        if _TRACEBACK.match(body) or _CHAIN.match(body):
+        if _TRACEBACK.match(body) or _CHAIN.match(body) or _headless(parsed, i):
             i = _traceback(parsed, i, out)
             continue
         if DEATH.search(body):
@@ -173,6 +173,7 @@ def events(lines: Iterable[tuple[int, str]]) -> list[Event]:
         elif ln.level in ("WARNING", "WARN"):
             out.append(Event("warning", [ln], ln))
         i += 1
+    out = _drop_unframed_repeats(out)
     _defer_wrappers(out, parsed)
     for ev in out:  # a traceback ending in EngineDeadError is the engine's death
         if ev.kind == "traceback" and DEATH.search(ev.cause.body):
@@ -180,6 +181,46 @@ def events(lines: Iterable[tuple[int, str]]) -> list[Event]:
     _count_repeats(out)
     _link_deaths(out)
     return out
+
+
+def _drop_unframed_repeats(evs: list[Event]) -> list[Event]:
+    """An exception line alone whose message a traceback with frames in the same log repeats
+    (a paste that names the error first, then gives its traceback) is that traceback's
+    exception: its lines join the traceback, so the traceback's frames say whose code
+    raised it and the line is read as another line of that event."""
+    def framed(ev: Event) -> bool:
+        return ev.kind == "traceback" and any(_FRAME.match(ln.body) for ln in ev.lines)
+
+    with_frames = {_norm(ev.cause.body): ev for ev in evs if framed(ev)}
+    out = []
+    for ev in evs:
+        home = with_frames.get(_norm(ev.cause.body))
+        if home is None or home is ev or ev.kind != "traceback" or framed(ev):
+            out.append(ev)
+            continue
+        home.lines = sorted(home.lines + ev.lines, key=lambda ln: ln.n)
+    return out
+
+
+def _headless(parsed: list[LogLine], i: int) -> bool:
+    """Whether a traceback starts at ``parsed[i]`` although its "Traceback (most recent call
+    last):" line was not pasted: a frame line, then only frames and the source lines echoed
+    under them (a blog or chat paste strips their indentation), then an exception line. The
+    frames then say whose code raised, as in a whole traceback."""
+    if not _FRAME.match(parsed[i].body):
+        return False
+    prev_frame = False
+    for ln in parsed[i:i + 400]:
+        body = ln.body
+        if _FRAME.match(body):
+            prev_frame = True
+            continue
+        if EXCEPTION.match(body):
+            return True
+        if not (prev_frame or body[:1].isspace() or body.lstrip().startswith(("^", "~"))):
+            return False
+        prev_frame = False
+    return False
 
 
 def _has_code(body: str) -> bool:
