@@ -204,9 +204,13 @@ def test_scorer_runs_triage_and_reports_numbers(tmp_path: Path) -> None:
     assert doc["errors"] == 0, doc["results"]
     assert doc["error_lines"] >= 1 and 0 <= doc["traced_lines"] <= doc["error_lines"]
     assert doc["trace_mode"] and doc["date"].endswith("UTC")
+    (kind, row), = doc["by_kind"].items()
+    assert kind in ("thread", "page") and row["threads"] == 1
+    assert row["right"] + row["wrong"] + row["none"] + row["error"] == 1
     text = subprocess.run([sys.executable, str(SCORER), "--part", part, "--root", str(root)],
                           capture_output=True, text=True, timeout=300)
     assert text.returncode == 0 and "1 threads" in text.stdout and "error lines traced" in text.stdout
+    assert "of which " in text.stdout
 
 
 def test_scorer_runs_on_a_sample_of_the_tuning_part() -> None:

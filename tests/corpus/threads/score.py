@@ -37,9 +37,9 @@ from typing import Any, Iterable
 
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from corpus import HERE, PARTS, Thread, load_part, tomllib  # type: ignore[no-redef]
+    from corpus import HERE, PARTS, Thread, is_page, load_part, tomllib  # type: ignore[no-redef]
 else:
-    from .corpus import HERE, PARTS, Thread, load_part, tomllib
+    from .corpus import HERE, PARTS, Thread, is_page, load_part, tomllib
 
 PROVENANCE_KEYS = ("source", "origin", "layer", "traced_to")
 
@@ -58,6 +58,7 @@ class Result:
     mode: str  # "source" (triage says where a line came from) or "matched"
     detail: str = ""
     index: dict[str, Any] = field(default_factory=dict)  # triage's source_index note
+    kind: str = "thread"  # "thread" (a GitHub issue or PR) or "page" (RULE.md §2h)
 
 
 @dataclass
@@ -82,6 +83,17 @@ class Table:
     def count(self, verdict: str) -> int:
         return sum(r.verdict == verdict for r in self.results)
 
+    def by_kind(self) -> dict[str, dict[str, int]]:
+        """Right / wrong / no match per kind of source: the pages (§2h) over-sample common,
+        solved failures and are often trimmed to one line, so each kind is shown apart."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.results:
+            row = out.setdefault(r.kind, {"threads": 0, "right": 0, "wrong": 0, "none": 0,
+                                          "error": 0})
+            row["threads"] += 1
+            row[r.verdict] += 1
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         n = len(self.results)
         err = sum(r.error_lines for r in self.results)
@@ -91,7 +103,8 @@ class Table:
                 "right": self.count("right"), "wrong": self.count("wrong"),
                 "no_match": self.count("none"), "errors": self.count("error"),
                 "error_lines": err, "traced_lines": tr, "trace_mode": modes,
-                "sites": list(self.sites), "indexed": self.indexed()}
+                "sites": list(self.sites), "indexed": self.indexed(),
+                "by_kind": self.by_kind()}
 
 
 def triage_command() -> list[str]:
@@ -183,6 +196,7 @@ def score_one(thread: Thread, causes: dict[str, tuple[str, ...]], cmd: list[str]
     note = answer.get("source_index") if isinstance(answer.get("source_index"), dict) else {}
     r = _verdict(thread, causes, answer, traced, mode, name)
     r.index = note
+    r.kind = "page" if is_page(thread.url) else "thread"
     return r
 
 
@@ -258,6 +272,12 @@ def render(table: Table, detail: bool = False) -> str:
     ]
     if d["errors"]:
         rows.append(f"  triage failed          {d['errors']:4d}  {_pct(d['errors'], n)}")
+    names = {"thread": "issue threads", "page": "web pages (§2h)"}
+    for kind, row in sorted(d["by_kind"].items(), key=lambda kv: kv[0] != "thread"):
+        rows.append(f"    of which {names.get(kind, kind)}: {row['threads']}, right "
+                    f"{row['right']} ({_pct(row['right'], row['threads'])}), wrong "
+                    f"{row['wrong']} ({_pct(row['wrong'], row['threads'])}), no match "
+                    f"{row['none']}")
     rows.append(f"  error lines traced     {d['traced_lines']:4d} / {d['error_lines']}  "
                 f"{_pct(d['traced_lines'], d['error_lines'])}  "
                 f"(counted by {', '.join(mode.get(m, m) for m in d['trace_mode']) or '-'})")
