@@ -192,10 +192,13 @@ def _drop_unframed_repeats(evs: list[Event]) -> list[Event]:
         return ev.kind == "traceback" and any(_FRAME.match(ln.body) for ln in ev.lines)
 
     with_frames = {_norm(ev.cause.body): ev for ev in evs if framed(ev)}
+    if not with_frames:
+        return evs
     out = []
     for ev in evs:
-        home = with_frames.get(_norm(ev.cause.body))
-        if home is None or home is ev or ev.kind != "traceback" or framed(ev):
+        home = None if ev.kind != "traceback" or framed(ev) else \
+            with_frames.get(_norm(ev.cause.body))
+        if home is None:
             out.append(ev)
             continue
         home.lines = sorted(home.lines + ev.lines, key=lambda ln: ln.n)
