@@ -507,7 +507,7 @@ def traces(evs: Sequence[Event], by_line: Mapping[int, list[Match]],
     wrapper and its CANN line, lines a signature matched), every layer that knows it: the
     curated entries, the code tables, the message shapes, the source index's raise site.
     A repeated message is traced once and its result reused."""
-    from .events import EXCEPTION, _FRAME
+    from .events import EXCEPTION, _FRAME, _has_code
 
     picked: dict[int, LogLine] = {}
     for ev in evs:
@@ -519,9 +519,12 @@ def traces(evs: Sequence[Event], by_line: Mapping[int, list[Match]],
         if ev.kind != "traceback":
             for ln in ev.lines:
                 picked.setdefault(ln.n, ln)
-        else:  # frames are no error lines; a signature may still match one
+        else:  # frames are no error lines; a signature may still match one, and a line
+            # printed inside the traceback's span with a documented code is one (torch_npu's
+            # "ERR99999 UNKNOWN applicaiton exception" after the exception it tags)
             for ln in ev.lines:
-                if ln.n in by_line or (EXCEPTION.match(ln.body) and not _FRAME.match(ln.body)):
+                if ln.n in by_line or not _FRAME.match(ln.body) and (
+                        EXCEPTION.match(ln.body) or _has_code(ln.body)):
                     picked.setdefault(ln.n, ln)
     memo: dict[str, tuple[dict[str, Any], ...]] = {}
     out: list[Trace] = []

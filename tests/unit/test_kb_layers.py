@@ -34,10 +34,16 @@ def test_507013_and_507014_are_different_codes():
     ("HCCL function error: HcclCommInitRootInfo(numRanks, &rootInfo, rank, &comm), error code is 7", "hccl", "7"),
     ("dcmi module initialize failed. ret is -8005", "dcmi", "-8005"),
     ("call aclnnMatmul failed, error code is 561003", "acl", "561003"),
+    ("[ERROR] aclrtSynchronizeStreamWithTimeout (AICPU) failed: 507018", "acl", "507018"),
+    ("RuntimeError: run_prepared failed with code 507018", "acl", "507018"),
 ])
 def test_codes_found_in_the_ways_logs_print_them(line, table, code):
     hits = codes.codes_in(line)
     assert (table, code) in [(h.code.table, h.code.code) for h in hits], hits
+
+
+def test_a_number_after_failed_is_a_code_only_when_the_table_lists_it():
+    assert codes.codes_in("safetensors load failed: 123456 bytes read") == []
 
 
 def test_torch_npu_err_codes_name_the_sub_module_and_the_failure():
@@ -48,7 +54,13 @@ def test_torch_npu_err_codes_name_the_sub_module_and_the_failure():
     # a failed call into HCCL or AscendCL: the CANN line with it says why
     (hit,) = codes.codes_in("ERR02200 DIST call hccl api failed.")
     assert "DIST" in hit.code.text() and hit.code.catchall
-    assert codes.codes_in("ERR99999 UNKNOWN application exception") == []
+    # torch_npu's error hook tags any exception of the program (_SubModuleID.UNKNOWN = 99,
+    # ErrCode.EXCEPT = 999 in torch_npu/utils/_error_code.py): a catch-all that points back
+    (hit,) = codes.codes_in("[ERROR] 2025-03-15-11:50:02 (PID:720632, Device:0, RankID:-1) "
+                            "ERR99999 UNKNOWN applicaiton exception")
+    assert hit.code.exact and hit.code.catchall and "exception line before it" in hit.code.text()
+    (other,) = codes.codes_in("ERR99998 UNKNOWN")  # no such error type: the sub-module only
+    assert not other.code.exact
 
 
 def test_internal_errors_are_catch_alls():
@@ -95,6 +107,7 @@ SHAPE_LINES = {
                                   "'init_kwargs'",
     "python.call-signature": "TypeError: AscendAttentionBackendImpl.__init__() got an unexpected "
                              "keyword argument 'kv_sharing_target_layer_name'",
+    "python.unpack": "ValueError: not enough values to unpack (expected 13, got 12)",
     "python.connection-refused": "ConnectionRefusedError: [Errno 111] Connection refused",
     "python.name-resolution": "socket.gaierror: [Errno -2] Name or service not known",
     "python.timeout": "TimeoutError: timed out after 600 seconds",
@@ -157,6 +170,8 @@ def test_a_pasted_fragment_without_the_library_still_has_its_shape():
      "python.call-signature", "forward() was called with an argument"),
     ("TypeError: load_weights() missing 1 required positional argument: 'weights'",
      "python.call-signature", "load_weights() was called"),
+    ("ValueError: too many values to unpack (expected 12)", "python.unpack",
+     "code unpacks 12 values from a call that returned another number of values"),
 ])
 def test_cpython_message_variants_keep_their_shape(line, key, shown):
     (hit,) = shapes.shapes_in(line)
