@@ -22,7 +22,9 @@ TABLES = ("acl", "hccl", "dcmi", "ecodes", "pta")
 # how codes appear in log lines (the group ``c`` is the code)
 _ACL = re.compile(
     r"(?:(?P<strong>error ?code(?: is)?|err ?code|runtime result|rtError|aclError|ACL error)|"
-    r"ret(?:urn)?(?: ?code)?|result|status)\s*[=:]?\s*\(?\s*(?P<c>[1-5]\d{5})\b", re.IGNORECASE)
+    r"ret(?:urn)?(?: ?code)?|result|status|"
+    # "aclrtSynchronizeStream (AICPU) failed: 507018", "run failed with code 507018"
+    r"failed(?: with(?: error)? code)?)\s*[=:]?\s*\(?\s*(?P<c>[1-5]\d{5})\b", re.IGNORECASE)
 _ECODE = re.compile(r"(?<![A-Za-z0-9])(?P<c>[EW][0-9A-Z]\d{4})(?![0-9A-Za-z])(?! \d\d:\d\d)")
 _HCCL = re.compile(r"(?:\bHccl\w*|\bHCCL\b)[^\n]{0,200}?(?:error code is|ret(?:urn)?|result|"
                    r"HcclResult)\s*[=:]?\s*\(?(?P<c>\d{1,2})\b", re.IGNORECASE)
