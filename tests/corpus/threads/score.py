@@ -172,6 +172,14 @@ def traced_lines(answer: dict[str, Any]) -> tuple[set[int], str]:
 
 def score_one(thread: Thread, causes: dict[str, tuple[str, ...]], cmd: list[str],
               sites: tuple[str, ...] = ()) -> Result:
+    """One thread through triage; its kind of source on every outcome, a failed run too."""
+    r = _triage_one(thread, causes, cmd, sites)
+    r.kind = "page" if is_page(thread.url) else "thread"
+    return r
+
+
+def _triage_one(thread: Thread, causes: dict[str, tuple[str, ...]], cmd: list[str],
+                sites: tuple[str, ...]) -> Result:
     name = thread.path.stem
     with tempfile.NamedTemporaryFile("w", suffix=".log", encoding="utf-8", delete=False) as fh:
         fh.write(thread.log + "\n")
@@ -196,7 +204,6 @@ def score_one(thread: Thread, causes: dict[str, tuple[str, ...]], cmd: list[str]
     note = answer.get("source_index") if isinstance(answer.get("source_index"), dict) else {}
     r = _verdict(thread, causes, answer, traced, mode, name)
     r.index = note
-    r.kind = "page" if is_page(thread.url) else "thread"
     return r
 
 
