@@ -188,15 +188,15 @@ def _drop_unframed_repeats(evs: list[Event]) -> list[Event]:
     (a paste that names the error first, then gives its traceback) is that traceback's
     exception: its lines join the traceback, so the traceback's frames say whose code
     raised it and the line is read as another line of that event."""
-    def framed(ev: Event) -> bool:
-        return ev.kind == "traceback" and any(_FRAME.match(ln.body) for ln in ev.lines)
-
-    with_frames = {_norm(ev.cause.body): ev for ev in evs if framed(ev)}
-    if not with_frames:
+    framed = [ev for ev in evs
+              if ev.kind == "traceback" and any(_FRAME.match(ln.body) for ln in ev.lines)]
+    if not framed:
         return evs
+    with_frames = {_norm(ev.cause.body): ev for ev in framed}
+    framed_ids = {id(ev) for ev in framed}
     out = []
     for ev in evs:
-        home = None if ev.kind != "traceback" or framed(ev) else \
+        home = None if ev.kind != "traceback" or id(ev) in framed_ids else \
             with_frames.get(_norm(ev.cause.body))
         if home is None:
             out.append(ev)
