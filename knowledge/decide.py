@@ -320,21 +320,24 @@ def _confirm_owner(out: list[Answer]) -> None:
 
 
 def _site_feature(cause: LogLine, traced: tuple[Site, float] | None) -> Ownership | None:
-    """A missing feature read from the raise site the source index traced the line to, when
-    no traceback frames were pasted (a bare exception line, vLLM's ERROR record of it): the
-    site stands for the frame that raised, its ``raise X`` for the exception."""
+    """A missing feature or a refused argument read from the site the source index traced
+    the line to, when no traceback frames were pasted (a bare exception line, vLLM's ERROR
+    record of it, a client's error response): the site stands for the frame that raised,
+    its ``raise X`` for the exception."""
     if traced is None:
         return None
     from .events import EXCEPTION
-    from .owner import feature_of
+    from .owner import argument_of, feature_of
 
     site = traced[0]
+    frame = Frame(site.file, site.line, site.function, site.package)
     if not site.kind.startswith("raise "):
-        return None
+        # an error response or an error gathered into a list: a refused argument at most
+        return argument_of(site.kind, _message_of(cause.body), [frame])
     m = EXCEPTION.match(cause.body)
     exc = m.group("exc") if m else site.kind.split(" ", 1)[1]
-    frame = Frame(site.file, site.line, site.function, site.package)
-    return feature_of(exc, _message_of(cause.body), [frame])
+    return (feature_of(exc, _message_of(cause.body), [frame])
+            or argument_of(exc, _message_of(cause.body), [frame]))
 
 
 def _packages_shown(ev: Event) -> set[str | None] | None:
@@ -451,6 +454,8 @@ def decide(kb: KnowledgeBase, lines: Sequence[tuple[int, str]],
         if n not in covered and n in text_of:
             ln = parse(n, text_of[n])
             evs.append(Event("line", [ln], ln))
+    if index is not None:
+        evs.extend(source_events(lines, covered.union(by_line), index))
     scored: list[tuple[float, float, Event, list[Answer]]] = []
     seen_text: dict[str, int] = {}
     for ev in evs:
@@ -496,6 +501,48 @@ def decide(kb: KnowledgeBase, lines: Sequence[tuple[int, str]],
     note = dict(index_note or ({"available": True, "packages": index.packages} if index else
                                {"available": False, "reason": "no installed stack to index"}))
     return Verdict(out, decisive, len(evs), note, ms, traces(evs, by_line, index))
+
+
+# a line no marker calls an error ("LoRA rank 32 is greater than max_lora_rank 16", a
+# client's "Error code: 400 - …") is one when the installed stack raises or logs it as one
+ERROR_SITE_KINDS = ("raise ", "assert", "error response", "logger.error", "logger.exception",
+                    "logger.critical", "logger.fatal")
+SOURCE_LINE_MIN = 16  # characters: shorter bare lines fit too many templates
+SOURCE_COVERAGE = 0.6  # share of the line the template's fixed text must explain
+MAX_SOURCE_LINES = 2000  # distinct bare lines traced (a small paste keeps every line)
+
+
+def _error_site(site: Site) -> bool:
+    return site.kind.startswith(ERROR_SITE_KINDS) or site.kind.endswith(".append")
+
+
+def source_events(lines: Sequence[tuple[int, str]], taken: set[int],
+                  index: SourceIndex) -> list[Event]:
+    """Lines no event holds that the source index traces to a raise, an assert, an error log
+    or an error response of the installed stack, as error events of their own. Lines a level
+    marks as INFO/DEBUG/WARNING, indented lines (a traceback's source lines quote the code)
+    and frames are not read; each distinct message is traced once, MAX_SOURCE_LINES at most."""
+    from .events import _FRAME, parse
+
+    out: list[Event] = []
+    seen: dict[str, bool] = {}
+    for n, text in lines:
+        if n in taken or not text[:1].strip():
+            continue
+        ln = parse(n, text)
+        body = ln.body.strip()
+        if ln.level in ("INFO", "DEBUG", "WARNING", "WARN") or len(body) < SOURCE_LINE_MIN \
+                or _FRAME.match(ln.body) or body.startswith(("^", "~")):
+            continue
+        key = _norm(body)
+        if key not in seen:
+            if len(seen) >= MAX_SOURCE_LINES:
+                break
+            hit = index.trace(_message_of(body))
+            seen[key] = hit is not None and hit[1] >= SOURCE_COVERAGE and _error_site(hit[0])
+        if seen[key]:
+            out.append(Event("error", [ln], ln))
+    return out
 
 
 MAX_TRACES = 500  # error lines reported with their provenance (a log of repeats stays short)

@@ -36,7 +36,11 @@ The same reading names three more owners (after the same rule-outs):
   or a ValueError / RuntimeError / AssertionError whose message says "not supported", "not
   implemented" or "does not support", raised in a frame of vllm_ascend or of vLLM's platform
   layer. When the message names a quantisation, an operator, a chip or dtype, or a model
-  architecture, the answer is marked weak: entries of those causes are the better reading.
+  architecture, the answer is marked weak: entries of those causes are the better reading;
+* a launch argument vLLM refused (``ARGUMENT``): a ValueError, or an error response to the
+  client, raised in vllm or vllm_ascend whose message names a flag (``--tool-call-parser``),
+  or, in vLLM's config and argument code or a validate/verify/check function, a config field
+  (``max_lora_rank``). Weak when it names what other entries answer with the value found.
 """
 
 from __future__ import annotations
@@ -51,11 +55,13 @@ BOUNDARY = "vllm/vllm_ascend"
 MODEL = "model"  # the model repository's own code (remote code, modeling_*.py)
 FRAMEWORK = "framework"  # a framework that runs vLLM / torch_npu (FRAMEWORKS)
 FEATURE = "feature"  # a feature the NPU build of the stack does not have
-OWNERS = (*PACKAGES, BOUNDARY, MODEL, FRAMEWORK, FEATURE)
+ARGUMENT = "argument"  # a launch argument vLLM's own validation refused
+OWNERS = (*PACKAGES, BOUNDARY, MODEL, FRAMEWORK, FEATURE, ARGUMENT)
 # the cause key of a defect of each owner (tests/corpus/threads/CAUSES.md)
 DEFECT_CAUSE = {"vllm_ascend": "vllm-ascend-bug", "vllm": "vllm-bug", "torch_npu": "torch-npu-bug",
                 BOUNDARY: "vllm-vllm-ascend-mismatch", MODEL: "model-code-bug",
-                FRAMEWORK: "framework-bug", FEATURE: "feature-unsupported"}
+                FRAMEWORK: "framework-bug", FEATURE: "feature-unsupported",
+                ARGUMENT: "invalid-argument"}
 # frameworks that run vLLM or torch_npu on NPU: import name -> (project, its home page, where
 # its issues are); the import names are those of the projects' own source trees
 FRAMEWORKS = {
@@ -315,7 +321,51 @@ def feature_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | N
                      weak=bool(_NAMES_OTHER.search(message)))
 
 
+# a launch flag a message names: "--enable-auto-tool-choice", "--max-lora-rank"
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+# a config field a validation function names: "max_lora_rank", "tool_call_parser"
+_FIELD = re.compile(r"(?<![\w.`'\"-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w(.])")
+# where vLLM checks what the user passed: its config classes and argument parsers, or a
+# function named for validating (``validate_legal``, ``_verify_args``, ``check_…``)
+_CHECKS_INPUT = re.compile(r"[/\\]config[/\\]|[/\\](?:arg_utils|cli_args)\.py$")
+_VALIDATES = re.compile(r"(?:^|[._])_?(?:validate|verify|check)", re.IGNORECASE)
+_ARG_EXC = frozenset({"ValueError", "error response"})
+# arguments whose refusal other entries answer with the value found (context length, memory,
+# parallel sizes, block and batch sizes, dtype, remote code, chat template): the argument
+# reading is then only a weak one
+_NAMES_ARG_OTHER = re.compile(
+    r"max[_ -]model[_ -]len|context length|parallel[_ -]size|divisible|memory[_ -]utili[sz]ation|"
+    r"block[_ -]size|max[_ -]num[_ -]batched[_ -]tokens|max[_ -]num[_ -]seqs|remote[_ -]code|"
+    r"chat[_ -]template|kv[_ -]cache|tokenizer", re.IGNORECASE)
+
+
+def argument_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | None:
+    """The refused-argument reading: a ValueError (or an error response to the client)
+    raised in a frame of vllm or vllm_ascend whose message names a launch flag
+    (``--tool-call-parser``), or, raised where vLLM checks its input (config classes,
+    argument parsers, a validate/verify/check function), a config field (``max_lora_rank``).
+    The subject is what it names. Weak when it names what other entries answer (a
+    quantisation, a dtype, a chip, the context length, memory, parallel sizes, …)."""
+    # an error gathered into a list (``error_msg.append(…)``) is raised or answered later
+    name = "error" if exc.endswith(".append") else exc.rsplit(".", 1)[-1]
+    if (name not in _ARG_EXC and name != "error") or not frames:
+        return None
+    inner = frames[-1]
+    if inner.package not in ("vllm", "vllm_ascend") or _FEATURE_SAYS.search(message):
+        return None
+    named = _FLAG.findall(message)
+    if not named and (_CHECKS_INPUT.search(inner.path) or _VALIDATES.search(inner.func)):
+        named = _FIELD.findall(message)
+    if not named:
+        return None
+    subject = ", ".join(dict.fromkeys(named))[:120]
+    weak = bool(_NAMES_OTHER.search(message) or _NAMES_ARG_OTHER.search(message))
+    return Ownership(ARGUMENT, inner, name, message, subject=subject, weak=weak)
+
+
 def read(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | None:
     """What a traceback's innermost exception says about who must change: a feature the NPU
-    build lacks first (it is said on purpose), else a defect of the frame's owner."""
-    return feature_of(exc, message, frames) or owner_of(exc, message, frames)
+    build lacks first (it is said on purpose), then an argument vLLM refused, else a defect of
+    the frame's owner."""
+    return (feature_of(exc, message, frames) or argument_of(exc, message, frames)
+            or owner_of(exc, message, frames))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 PACKAGES = ("vllm", "vllm_ascend", "torch_npu", "torch", "transformers", "huggingface_hub")
-FORMAT = 3
+FORMAT = 4
 MAX_FILE = 2 << 20  # bytes of one source file read
 MAX_FILES = 6000  # per package: far above vllm's ~2 000
 MIN_LITERAL = 12  # a template with less fixed text than this matches too much to trace by
@@ -51,7 +51,7 @@ class Site:
     file: str  # relative to the site directory
     line: int
     function: str  # qualified: Class.method
-    kind: str  # "raise ValueError" | "logger.error"
+    kind: str  # "raise ValueError" | "logger.error" | "assert" | "error response" | "errs.append" | "native"
     template: str  # literal text with HOLE for each placeholder
     guard: str = ""  # the innermost enclosing `if` test, as source
 
@@ -226,6 +226,12 @@ class _Walker(ast.NodeVisitor):
                 self._add(f"raise {_exc_name(exc)}", self._tpl(arg), node.lineno)
         self.generic_visit(node)
 
+    def visit_Assert(self, node: ast.Assert) -> None:
+        # ``assert cond, "message"``: printed as "AssertionError: message"
+        if node.msg is not None:
+            self._add("assert", self._tpl(node.msg), node.lineno)
+        self.generic_visit(node)
+
     def visit_Call(self, node: ast.Call) -> None:
         method = _logger_call(node)
         if method and node.args:
@@ -233,6 +239,10 @@ class _Walker(ast.NodeVisitor):
             if tpl is not None and len(node.args) > 1:  # logging's own %-formatting
                 tpl = _printf(tpl)
             self._add(f"logger.{method}", tpl, node.lineno)
+        elif node.args and _error_response(node):
+            # a server's error answer to its client (vLLM's ``create_error_response(msg)``):
+            # the client prints it ("Error code: 400 - {'message': …}")
+            self._add("error response", self._tpl(node.args[0]), node.lineno)
         elif node.args and _collected(node):
             # an error message gathered into a list and raised or logged later
             # (``error_msgs.append(f"While copying the parameter named …")``), or a warning
@@ -256,6 +266,13 @@ def _collected(node: ast.Call) -> str:
     if f.attr == "warn" and base == "warnings":
         return "warnings.warn"
     return ""
+
+
+def _error_response(node: ast.Call) -> bool:
+    """``self.create_error_response(…)``-like calls: a function named for an error response."""
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+    return name.endswith("error_response")
 
 
 def _is_super_init(node: ast.Call) -> bool:

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import tarfile
 import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -215,6 +216,35 @@ def test_logs_are_read_from_the_real_servers_stdout(cli, server):
     doc = _doc(cli, server, "--only", "logs.signatures")
     fs = _findings(doc, "logs.signatures")
     assert any(f["subject"] == str(server.log) for f in fs), fs  # /proc/PID/fd/1 → the file
+
+
+def test_a_request_the_real_server_refuses_is_traced_and_answered(cli, server, vllm_env,
+                                                                   tmp_path):
+    """A chat request with ``tool_choice: auto`` to a server started without
+    --enable-auto-tool-choice: the real 400 body, as the OpenAI client prints it, traces to the
+    installed vLLM's error response and is answered by the refused-argument entry."""
+    body = json.dumps({"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}],
+                       "tools": [{"type": "function", "function": {
+                           "name": "get_weather", "parameters": {"type": "object",
+                                                                 "properties": {}}}}],
+                       "tool_choice": "auto", "max_tokens": 4}).encode()
+    req = urllib.request.Request(server.url + "/v1/chat/completions", body,
+                                 {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=60)
+    assert err.value.code == 400
+    answer = json.loads(err.value.read())
+    log = tmp_path / "client.log"
+    log.write_text(f"openai.BadRequestError: Error code: 400 - {answer!r}\n", "utf-8")
+    python, _ = vllm_env
+    site = sorted(python.parent.parent.glob("lib/python3*/site-packages"))[0]
+    r = cli("triage", "--json", "--lang", "en", "--site", str(site), str(log), timeout=1800)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["confident"] and doc["answers"][0]["id"] == "ASC-ARG-001", doc["answers"][:2]
+    traced = [f for t in doc["error_lines"] for f in t["traced_to"]
+              if f["layer"] == "source-template"]
+    assert traced and traced[0]["file"] == "vllm/renderers/online_renderer.py", doc["error_lines"]
 
 
 def test_bundle_with_service_and_pid_replays_the_same_findings(cli, server, tmp_path):
