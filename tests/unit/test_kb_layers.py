@@ -108,6 +108,7 @@ SHAPE_LINES = {
     "python.call-signature": "TypeError: AscendAttentionBackendImpl.__init__() got an unexpected "
                              "keyword argument 'kv_sharing_target_layer_name'",
     "python.unpack": "ValueError: not enough values to unpack (expected 13, got 12)",
+    "torch.cuda-error": "RuntimeError: CUDA error: an illegal memory access was encountered",
     "python.connection-refused": "ConnectionRefusedError: [Errno 111] Connection refused",
     "python.name-resolution": "socket.gaierror: [Errno -2] Name or service not known",
     "python.timeout": "TimeoutError: timed out after 600 seconds",
@@ -191,6 +192,20 @@ def test_broad_shapes_are_guesses_unless_a_variant_narrows_them():
     assert hit.broad
     (hit,) = shapes.shapes_in("OSError: libc_sec.so: cannot open shared object file")
     assert not hit.broad and hit.causes == ("driver-lib-not-found",)
+
+
+def test_a_cuda_error_says_what_cuda_means_and_is_never_the_answer_alone():
+    # one line as a paste joins torch's report and its hint
+    (hit,) = shapes.shapes_in("RuntimeError: CUDA error: device-side assert triggered CUDA "
+                              "kernel errors might be asynchronously reported at some other API "
+                              "call, so the stacktrace below might be incorrect.")
+    assert hit.groups["what"] == "device-side assert triggered"
+    assert "index out of range" in hit.meaning["en"] and hit.causes == ()
+    (hit,) = shapes.shapes_in("torch.AcceleratorError: CUDA error: unspecified launch failure")
+    assert hit.broad and hit.meaning["en"].startswith("a CUDA runtime error (unspecified launch")
+    (hit,) = shapes.shapes_in("RuntimeError: CUDA error: no kernel image is available for "
+                              "execution on the device")
+    assert hit.causes == ("wrong-package-build",)
 
 
 def test_a_driver_library_is_the_driver_not_set_env():
