@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 PACKAGES = ("vllm", "vllm_ascend", "torch_npu", "torch", "transformers", "huggingface_hub")
-FORMAT = 4
+FORMAT = 5
 MAX_FILE = 2 << 20  # bytes of one source file read
 MAX_FILES = 6000  # per package: far above vllm's ~2 000
 MIN_LITERAL = 12  # a template with less fixed text than this matches too much to trace by
@@ -83,6 +83,11 @@ def template_of(node: ast.AST | None,
         for v in node.values:
             if isinstance(v, ast.Constant) and isinstance(v.value, str):
                 out.append(v.value)
+            elif isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name) \
+                    and v.conversion == -1 and v.format_spec is None and names is not None:
+                # a message built before and extended at the raise: f"{msg} To allow …"
+                known = names(v.value.id)
+                out.append(known if known is not None else HOLE)
             else:
                 out.append(HOLE)
         return "".join(out)

@@ -169,3 +169,25 @@ def test_messages_gathered_for_a_later_raise_and_warnings_are_sites():
     assert (site.kind, site.function) == ("error_msgs.append", "load")
     site, _ = ix.trace("UserWarning: The tokenizer has no chat template; a default is used")
     assert site.kind == "warnings.warn"
+
+
+def test_a_message_extended_at_the_raise_keeps_what_was_built_before():
+    # vLLM's max_model_len check (config.py, 0.6 … 0.11): msg built first, then
+    # raise ValueError(f"{msg} To allow overriding …")
+    source = '''
+def verify(max_model_len, key, derived):
+    msg = (f"User-specified max_model_len ({max_model_len}) is greater than the derived "
+           f"max_model_len ({key}={derived} in model's config.json).")
+    raise ValueError(f"{msg} To allow overriding this maximum, set the env var "
+                     "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+'''
+    ix = SourceIndex(sites_of_source(source, "vllm", "0.9.2", "vllm/config.py"), {"vllm": "0.9.2"})
+    line = ("User-specified max_model_len (65536) is greater than the derived max_model_len "
+            "(max_position_embeddings=32768 in model's config.json). To allow overriding this "
+            "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    site, cov = ix.trace(line)
+    assert site.function == "verify" and cov > 0.8
+    # a formatted value that is no known message stays a placeholder
+    (only,) = sites_of_source('def f(e):\n    raise ValueError(f"{e} while loading the '
+                              'weights of the model")\n', "vllm", "1", "f.py")
+    assert only.template == HOLE + " while loading the weights of the model"
