@@ -402,19 +402,24 @@ def read_log(source: str, kb, prefer: str | None = None):
     return list(kept), matches, scan
 
 
+NO_SITE = N_("no installed stack named (--site DIR, the service's site-packages): a pasted "
+             "log or a bundle has none")
+NOT_UNDER = N_("none of vllm, vllm_ascend, torch_npu is installed under {sites}")
+
+
 def source_index_for(sites: tuple[str, ...]):
     """The source index of the stack installed under ``sites`` (site-packages dirs), and
-    what to say about it; (None, why) when nothing was named or found."""
+    what to say about it (in English, as JSON gives it); (None, why) when nothing was named
+    or found."""
     if not sites:
-        return None, {"available": False, "reason": "no installed stack named (--site "
-                      "DIR, the service's site-packages): a pasted log or a bundle has none"}
+        return None, {"available": False, "reason": NO_SITE}
     from ascend_doctor.knowledge.srcindex import SourceIndex
     from ascend_doctor.probes.srcindex import index_local
 
     index = index_local(sites)
     if index is None or not index.sites:
-        return None, {"available": False, "reason": "none of vllm, vllm_ascend, torch_npu "
-                      "is installed under " + ", ".join(sites)}
+        return None, {"available": False,
+                      "reason": NOT_UNDER.format(sites=", ".join(sites))}
     assert isinstance(index, SourceIndex)
     return index, {"available": True, "packages": index.packages}
 
@@ -499,7 +504,8 @@ def triage_cmd(source: str, lang: str | None, as_json: bool, limit: int,
                           text=neutralise(redact_text(d.text.strip())[:200])))
     if not note.get("available") and not as_json:
         click.echo(tt(lang, "source index: not available ({reason})",
-                      reason=note.get("reason", "")), err=True)
+                      reason=tt(lang, NOT_UNDER, sites=", ".join(sites)) if sites
+                      else tt(lang, NO_SITE)), err=True)
     if scan.cut_lines:
         click.echo(tt(lang, "{n} line(s) longer than 64 KiB were cut ({bytes} bytes not read)",
                       n=scan.cut_lines, bytes=scan.cut_bytes), err=True)
@@ -515,7 +521,7 @@ def _print_answer(rank: int, a, lang: str, steps: bool) -> None:
     click.echo(f"{rank}. {a.key}  {msg}  "
                + tt(lang, "(score {score})", score=f"{a.confidence:.2f}"))
     click.echo("     " + tt(lang, "source: {origin}; confidence {conf}",
-                            origin=a.origin(), conf=f"{a.confidence:.2f}"))
+                            origin=a.origin(lang), conf=f"{a.confidence:.2f}"))
     for n, t in a.shown_lines():
         # a log line is hostile: redact it first, cut it, show its controls as text
         click.echo("     " + tt(lang, "line {n}: {text}", n=n,

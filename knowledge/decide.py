@@ -133,27 +133,39 @@ class Answer:
         return [f"The message is raised at {self.site.file}:{self.site.line} in "
                 f"{self.site.function}{guard}; read that code for what triggers it."]
 
-    def origin(self) -> str:
-        """Where the answer came from, as one line (for text reports)."""
+    def origin(self, lang: str = "en") -> str:
+        """Where the answer came from, as one line (text reports in ``lang``; JSON: English)."""
+        from ascend_doctor.i18n import tt
+
         if self.source == CURATED:
-            via = {"signature": "signature", "alias": f"code {self._via()}",
-                   "owner": "owner",
-                   "unshown": "signature (no frame shows which package raised the line)",
-                   "generic": (f"catch-all code {self._via()}" if self.code is not None
-                               else "generic signature")}.get(self.how, self.how)
+            code = self._via()
+            via = {"signature": tt(lang, "signature"),
+                   "alias": tt(lang, "code {code}", code=code),
+                   "owner": tt(lang, "owner"),
+                   "unshown": tt(lang, "signature (no frame shows which package raised the "
+                                       "line)"),
+                   "generic": (tt(lang, "catch-all code {code}", code=code)
+                               if self.code is not None
+                               else tt(lang, "generic signature"))}.get(self.how, self.how)
             if self.owned is not None:  # read from the traceback's frames (owner.py)
-                who = ("the model's own code" if self.owned.owner == "model"
+                who = (tt(lang, "the model's own code") if self.owned.owner == "model"
                        else self.owned.frame.package or self.owned.owner)
-                via = (f"{self.owned.exc} in a frame of {who}: "
-                       f"{self.owned.frame.path}:{self.owned.frame.line}"
-                       + (", a weak reading" if self.owned.weak else ""))
-            return f"curated entry {self.entry.id if self.entry else ''} ({via})"
+                via = tt(lang, "{exc} in a frame of {who}: {path}:{line}", exc=self.owned.exc,
+                         who=who, path=self.owned.frame.path, line=self.owned.frame.line)
+                if self.owned.weak:
+                    via = tt(lang, "{reading}, a weak reading", reading=via)
+            return tt(lang, "curated entry {id} ({via})",
+                      id=self.entry.id if self.entry else "", via=via)
         if self.code is not None:
-            return f"error-code table {self.code.table} ({self.code.source.split(' (')[0]})"
+            return tt(lang, "error-code table {table} ({source})", table=self.code.table,
+                      source=self.code.source.split(" (")[0])
         if self.shape is not None:
-            return f"message shape {self.shape.key}" + (" (broad)" if self.shape.broad else "")
+            return (tt(lang, "message shape {key} (broad)", key=self.shape.key)
+                    if self.shape.broad else tt(lang, "message shape {key}", key=self.shape.key))
         assert self.site is not None
-        return f"source template {self.site.package} {self.site.version} {self.site.file}:{self.site.line}"
+        return tt(lang, "source template {package} {version} {file}:{line}",
+                  package=self.site.package, version=self.site.version, file=self.site.file,
+                  line=self.site.line)
 
     def _via(self) -> str:
         return self.code.code if self.code is not None else "?"

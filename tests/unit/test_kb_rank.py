@@ -104,3 +104,18 @@ def test_triage_prints_the_quoted_cause(cli):
     r = cli("triage", "-", "--lang", "en", input="\n".join(ENGINE_CORE_LOG) + "\n")
     assert r.returncode == 0
     assert "root cause above it: NotImplementedError:" in r.stdout
+
+
+def test_chinese_output_says_where_an_answer_came_from_in_chinese(cli):
+    log = ("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+           "address already in use\n"
+           "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    zh = cli("triage", "-", "--lang", "zh", input=log)
+    en = cli("triage", "-", "--lang", "en", input=log)
+    assert "来源：知识库条目 ASC-START-003（特征匹配）" in zh.stdout, zh.stdout
+    assert "来源：消息形态 torch.cuda-error" in zh.stdout, zh.stdout
+    assert "源码索引：不可用（未指定已安装的软件栈" in zh.stderr, zh.stderr
+    for english in ("curated entry", "message shape", "signature", "no installed stack"):
+        assert english not in zh.stdout + zh.stderr, english
+    assert "source: curated entry ASC-START-003 (signature)" in en.stdout, en.stdout
+    assert "source index: not available (no installed stack named" in en.stderr
