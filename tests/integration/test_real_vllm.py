@@ -24,6 +24,7 @@ import pytest
 
 from tests import realvllm
 from tests.artifacts import ArtifactError
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.realvllm
 REPO = Path(__file__).resolve().parents[2]
@@ -328,6 +329,11 @@ def test_bad_block_size_dies_with_the_real_root_cause(vllm_env, tmp_path):
     for line in ("No common block size for 16 (CPU_ATTN: [MultipleOf(32)]).",
                  "RuntimeError: Engine core initialization failed. See root cause above."):
         assert line in corpus
+    # the live log is answered with the block size the backend takes
+    r = run_cli("triage", "--json", "--lang", "en", str(log))
+    doc = json.loads(r.stdout)
+    assert doc["confident"] and doc["answers"][0]["id"] == "ASC-CFG-010", doc["answers"][:2]
+    assert "MultipleOf(32)" in doc["answers"][0]["title"], doc["answers"][0]
 
 
 # Loaded by the injection server's Python (sitecustomize on its PYTHONPATH): once, after a few

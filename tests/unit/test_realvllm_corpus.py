@@ -33,6 +33,9 @@ def test_triage_quotes_the_root_cause_above_engine_core_initialization_failed():
     r = run_cli("triage", str(BLOCK16))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "No common block size for 16 (CPU_ATTN: [MultipleOf(32)])" in r.stdout, r.stdout
+    # answered, with what the backend takes
+    assert r.stdout.startswith("1. ASC-CFG-010"), r.stdout
+    assert "--block-size 16 is not a size CPU_ATTN takes ([MultipleOf(32)])" in r.stdout
 
 
 def _http(status: int | None, error: str | None) -> ServiceHttp:
