@@ -394,16 +394,21 @@ def _ownership(ev: Event) -> Ownership | None:
     if not m:
         return None
     frames: list[Frame] = []
+    source = ""  # the source line printed under the innermost frame
     for ln in ev.lines:
         if ln is ev.cause:
             break
         if _TRACEBACK.match(ln.body):
-            frames = []
+            frames, source = [], ""
             continue
         f = frame_of(ln.body)
         if f is not None:
             frames.append(f)
-    return read(m.group("exc"), m.group("msg") or "", frames)
+            source = ""
+        elif frames and not source:
+            source = ln.body.strip()
+    return read(m.group("exc"), m.group("msg") or "", frames,
+                raised=source.startswith("raise "))
 
 
 def _owner_groups(owned: Ownership, index: SourceIndex | None) -> dict[str, str]:

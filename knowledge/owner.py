@@ -228,12 +228,15 @@ def _top(mod: str) -> str:
     return mod.split(".", 1)[0]
 
 
-def owner_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | None:
+def owner_of(exc: str, message: str, frames: Sequence[Frame],
+             raised: bool = False) -> Ownership | None:
     """The defect reading of an exception raised after ``frames`` (outermost first), or None
-    when the exception is an expected one, the raising frame is of no known package, or the
-    message points at another package or at the user's input."""
+    when the exception is an expected one, the raising frame is of no known package, the
+    message points at another package or at the user's input, or the traceback shows the
+    code raising it on purpose (``raised``: the innermost frame's source line is a ``raise``
+    statement, as vLLM's ``raise KeyError("invalid tool call parser: …")``)."""
     name = exc.rsplit(".", 1)[-1]
-    if name not in UNEXPECTED or not frames:
+    if name not in UNEXPECTED or not frames or raised:
         return None
     inner = frames[-1]
     model = model_of(inner)
@@ -363,9 +366,10 @@ def argument_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | 
     return Ownership(ARGUMENT, inner, name, message, subject=subject, weak=weak)
 
 
-def read(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | None:
+def read(exc: str, message: str, frames: Sequence[Frame],
+         raised: bool = False) -> Ownership | None:
     """What a traceback's innermost exception says about who must change: a feature the NPU
     build lacks first (it is said on purpose), then an argument vLLM refused, else a defect of
-    the frame's owner."""
+    the frame's owner (never for an exception the shown source line raises on purpose)."""
     return (feature_of(exc, message, frames) or argument_of(exc, message, frames)
-            or owner_of(exc, message, frames))
+            or owner_of(exc, message, frames, raised))

@@ -336,6 +336,30 @@ def test_bad_block_size_dies_with_the_real_root_cause(vllm_env, tmp_path):
     assert "MultipleOf(32)" in doc["answers"][0]["title"], doc["answers"][0]
 
 
+def test_an_unknown_tool_call_parser_is_a_refused_argument_not_a_defect(vllm_env, tmp_path):
+    """vLLM 0.32 checks --tool-call-parser itself and raises KeyError("invalid tool call
+    parser: …") on purpose: triage answers the launch argument (the flag and the choices the
+    message lists), never "a defect of vLLM"."""
+    python, model = vllm_env
+    log = tmp_path / "parser.log"
+    port = realvllm.free_port()
+    argv = realvllm.server_argv(python, model, port, "--enable-auto-tool-choice",
+                                "--tool-call-parser", "nosuch")
+    rc = realvllm.run_to_exit(argv, log, realvllm.server_env())
+    text = log.read_text(errors="replace")
+    assert rc != 0 and "KeyError: 'invalid tool call parser: nosuch (chose from {" in text, text[-2000:]
+    assert "    raise KeyError(" in text  # the source line under the innermost frame
+    site = sorted(python.parent.parent.glob("lib/python3*/site-packages"))[0]
+    r = run_cli("triage", "--json", "--lang", "en", "--site", str(site), str(log), timeout=1800)
+    doc = json.loads(r.stdout)
+    assert doc["confident"] and doc["answers"][0]["id"] == "ASC-START-016", doc["answers"][:2]
+    assert not any(a["id"] == "ASC-BUG-002" for a in doc["answers"]), doc["answers"]
+    assert "hermes" in " ".join(doc["answers"][0]["steps"])  # the choices the message lists
+    key = next(t for t in doc["error_lines"] if "invalid tool call parser" in t["text"])
+    sites = [f for f in key["traced_to"] if f["layer"] == "source-template"]
+    assert sites and sites[0]["function"] == "validate_api_server_args", key
+
+
 # Loaded by the injection server's Python (sitecustomize on its PYTHONPATH): once, after a few
 # allocations, the real BlockPool hands out a block another running request still holds.
 # Prefix caching is off for that server, so no block hash is set twice and the engine runs on.

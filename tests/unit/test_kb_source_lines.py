@@ -200,3 +200,20 @@ def test_a_traceback_of_vllms_config_check_is_answered(kb):
     v = decide(kb, tb)  # no index: the frames name the raise site
     assert v.answers[0].key == "ASC-ARG-001" and v.confident
     assert v.answers[0].groups["file"] == "lora.py"
+
+
+@pytest.mark.parametrize("source,defect", [
+    ("    raise KeyError(", False),  # said on purpose: not a defect of vLLM
+    ("    return self.parsers[name]", True),  # an operation failed: a defect reading
+])
+def test_an_exception_the_shown_source_raises_on_purpose_is_no_defect(kb, source, defect):
+    tb = _lines("Traceback (most recent call last):",
+                f'  File "{SITE}/vllm/entrypoints/openai/serving_x.py", line 80, in build',
+                "    parser = lookup(name)",
+                f'  File "{SITE}/vllm/entrypoints/openai/serving_x.py", line 62, in lookup',
+                source,
+                "KeyError: 'unknown renderer: plain (registered: { chatml,default })'")
+    v = decide(kb, tb)
+    assert any(a.key == "ASC-BUG-002" for a in v.answers) is defect
+    assert owner.read("KeyError", "x", [Frame(f"{SITE}/vllm/a.py", 1, "f", "vllm")],
+                      raised=True) is None
