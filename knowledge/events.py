@@ -276,9 +276,11 @@ def _traceback(parsed: list[LogLine], i: int, out: list[Event]) -> int:
 
 
 # pydantic (vLLM's config classes from 0.10 on) prints "N validation error for ModelConfig"
-# and the reason on the next line: "  Value error, <the message vLLM raised> [type=…]"
+# and the reason on the next line: "  Value error, <the message vLLM raised> [type=…]"; a
+# field's own constraint names the field on one line and the reason on the next:
+# "gpu_memory_utilization" / "  Input should be less than or equal to 1 [type=…]"
 _PYDANTIC_HEAD = re.compile(r"\d+ validation errors? for \w+\s*$")
-_PYDANTIC_REASON = re.compile(r"^\s*(?:Value error|Assertion failed), \S")
+_PYDANTIC_REASON = re.compile(r"^\s*(?:(?:Value error|Assertion failed), \S|Input should be )")
 
 
 def _pydantic_reason(cause: LogLine, after: list[LogLine]) -> LogLine:

@@ -360,6 +360,32 @@ def test_an_unknown_tool_call_parser_is_a_refused_argument_not_a_defect(vllm_env
     assert sites and sites[0]["function"] == "validate_api_server_args", key
 
 
+@pytest.mark.parametrize("extra,entry,said", [
+    # a field's own range (pydantic: field name, then "Input should be …")
+    (("--gpu-memory-utilization", "1.5"), "ASC-CFG-011",
+     "refused the value 1.5: it should be less than or equal to 1"),
+    # a quantisation method the tiny (unquantised) model was not written with
+    (("--quantization", "awq"), "ASC-START-034", "no awq quantisation config"),
+    # vLLM 0.32's parser registry refusing a name (KeyError raised on purpose)
+    (("--reasoning-parser", "nosuch"), "ASC-START-016", "has a value vLLM does not accept"),
+    (("--tensor-parallel-size", "3"), "ASC-START-014", "do not divide"),
+])
+def test_launch_values_the_real_vllm_refuses_are_answered(vllm_env, tmp_path, extra, entry,
+                                                           said):
+    """Start-up refusals of the installed vLLM 0.32, each run live (it stops before loading
+    the model): the first answer is the entry whose steps change that value."""
+    python, model = vllm_env
+    log = tmp_path / "refused.log"
+    port = realvllm.free_port()
+    rc = realvllm.run_to_exit(realvllm.server_argv(python, model, port, *extra), log,
+                              realvllm.server_env())
+    assert rc != 0, log.read_text(errors="replace")[-2000:]
+    r = run_cli("triage", "--json", "--lang", "en", str(log))
+    doc = json.loads(r.stdout)
+    assert doc["confident"] and doc["answers"][0]["id"] == entry, doc["answers"][:2]
+    assert said in doc["answers"][0]["title"], doc["answers"][0]["title"]
+
+
 # Loaded by the injection server's Python (sitecustomize on its PYTHONPATH): once, after a few
 # allocations, the real BlockPool hands out a block another running request still holds.
 # Prefix caching is off for that server, so no block hash is set twice and the engine runs on.
