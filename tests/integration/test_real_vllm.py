@@ -248,6 +248,28 @@ def test_a_request_the_real_server_refuses_is_traced_and_answered(cli, server, v
     assert traced and traced[0]["file"] == "vllm/renderers/online_renderer.py", doc["error_lines"]
 
 
+@pytest.mark.parametrize("body,status,entry", [
+    ({"model": "tiny-llama", "prompt": "hello", "max_tokens": 4000}, 400, "ASC-START-027"),
+    ({"model": "Qwen/Qwen2.5-7B-Instruct", "prompt": "hi", "max_tokens": 4}, 404,
+     "ASC-START-035"),
+])
+def test_requests_the_real_server_refuses_are_answered(cli, server, tmp_path, body, status,
+                                                       entry):
+    """The real server's refusal, as the OpenAI client prints it, gets the entry that says
+    what to change in the request (or the server's flags)."""
+    req = urllib.request.Request(server.url + "/v1/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=60)
+    assert err.value.code == status
+    log = tmp_path / "client.log"
+    log.write_text(f"openai.APIStatusError: Error code: {status} - "
+                   f"{json.loads(err.value.read())!r}\n", "utf-8")
+    r = cli("triage", "--json", "--lang", "en", str(log))
+    doc = json.loads(r.stdout)
+    assert doc["confident"] and doc["answers"][0]["id"] == entry, doc["answers"][:2]
+
+
 def test_bundle_with_service_and_pid_replays_the_same_findings(cli, server, tmp_path):
     bundle = tmp_path / "real.tar.gz"
     only = "service.health,service.version,service.metrics,config"
