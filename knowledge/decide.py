@@ -287,7 +287,9 @@ def _event_answers(ev: Event, by_line: Mapping[int, list[Match]], kb: KnowledgeB
                               code=hit.code, groups={"code": hit.code.code}))
         how = "catchall" if hit.code.catchall else "code" if hit.code.exact else "family"
         out.append(Answer(CODE, how, BASE_CONFIDENCE[how], line, code=hit.code))
-    for sh in shapes_in(cause.body):
+    # a warning that names an error it may lead to ("… can cause fd limit errors like
+    # `OSError: [Errno 24] Too many open files`") is not that error
+    for sh in shapes_in(cause.body) if ev.kind != "warning" else ():
         how = "generic" if sh.broad else "shape"
         out.append(Answer(SHAPE, how, BASE_CONFIDENCE[how], line, shape=sh))
     owned = _ownership(ev) or _site_feature(cause, traced)

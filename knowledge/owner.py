@@ -333,6 +333,8 @@ _FIELD = re.compile(r"(?<![\w.`'\"-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w(.])")
 _CHECKS_INPUT = re.compile(r"[/\\]config[/\\]|[/\\](?:arg_utils|cli_args)\.py$")
 _VALIDATES = re.compile(r"(?:^|[._])_?(?:validate|verify|check)", re.IGNORECASE)
 _ARG_EXC = frozenset({"ValueError", "error response"})
+# what pydantic appends to a validator's message: not the user's words
+_PYDANTIC_TRAILER = re.compile(r"\s*\[type=\w+(?:, input_value=.*)?\]?\s*$")
 # arguments whose refusal other entries answer with the value found (context length, memory,
 # parallel sizes, block and batch sizes, dtype, remote code, chat template): the argument
 # reading is then only a weak one
@@ -356,6 +358,7 @@ def argument_of(exc: str, message: str, frames: Sequence[Frame]) -> Ownership | 
     inner = frames[-1]
     if inner.package not in ("vllm", "vllm_ascend") or _FEATURE_SAYS.search(message):
         return None
+    message = _PYDANTIC_TRAILER.sub("", message)  # "[type=value_error, input_value=…]"
     named = _FLAG.findall(message)
     if not named and (_CHECKS_INPUT.search(inner.path) or _VALIDATES.search(inner.func)):
         named = _FIELD.findall(message)

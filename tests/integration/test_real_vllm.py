@@ -391,6 +391,13 @@ def test_an_unknown_tool_call_parser_is_a_refused_argument_not_a_defect(vllm_env
     # vLLM 0.32's parser registry refusing a name (KeyError raised on purpose)
     (("--reasoning-parser", "nosuch"), "ASC-START-016", "has a value vLLM does not accept"),
     (("--tensor-parallel-size", "3"), "ASC-START-014", "do not divide"),
+    # argparse: a choice printed without quotes, a JSON value that does not parse
+    (("--enable-lora", "--max-lora-rank", "7"), "ASC-START-016", "does not accept"),
+    (("--speculative-config", "{method: ngram"), "ASC-START-016", "does not accept"),
+    # mistral_common finds no tekken.json / tokenizer.model.v* in a Hugging Face checkpoint
+    (("--tokenizer-mode", "mistral"), "ASC-START-036", "--tokenizer-mode mistral"),
+    # a config check naming the field to set (read from the raise site: --site)
+    (("--speculative-config", '{"method": "ngram"}'), "ASC-ARG-001", "num_speculative_tokens"),
 ])
 def test_launch_values_the_real_vllm_refuses_are_answered(vllm_env, tmp_path, extra, entry,
                                                            said):
@@ -402,7 +409,9 @@ def test_launch_values_the_real_vllm_refuses_are_answered(vllm_env, tmp_path, ex
     rc = realvllm.run_to_exit(realvllm.server_argv(python, model, port, *extra), log,
                               realvllm.server_env())
     assert rc != 0, log.read_text(errors="replace")[-2000:]
-    r = run_cli("triage", "--json", "--lang", "en", str(log))
+    site = sorted(python.parent.parent.glob("lib/python3*/site-packages"))[0]
+    r = run_cli("triage", "--json", "--lang", "en", "--site", str(site), str(log),
+                timeout=1800)
     doc = json.loads(r.stdout)
     assert doc["confident"] and doc["answers"][0]["id"] == entry, doc["answers"][:2]
     assert said in doc["answers"][0]["title"], doc["answers"][0]["title"]

@@ -217,3 +217,26 @@ def test_an_exception_the_shown_source_raises_on_purpose_is_no_defect(kb, source
     assert any(a.key == "ASC-BUG-002" for a in v.answers) is defect
     assert owner.read("KeyError", "x", [Frame(f"{SITE}/vllm/a.py", 1, "f", "vllm")],
                       raised=True) is None
+
+
+def test_a_warning_naming_an_error_it_may_cause_is_not_that_error(kb):
+    # vLLM 0.32's start-up warning on a host whose fd limit it cannot raise
+    warn = ("(APIServer pid=7792) WARNING 12-07 07:04:30 [system_utils.py:255] Found ulimit of "
+            "20000 and failed to automatically increase with error current limit exceeds "
+            "maximum limit. This can cause fd limit errors like `OSError: [Errno 24] Too many "
+            "open files`. Consider increasing with ulimit -n")
+    v = decide(kb, _lines(warn, "ValueError: No tokenizer file found."))
+    assert not any(a.key == "shape:os.too-many-open-files" for a in v.answers)
+    assert v.answers[0].key == "ASC-START-036" and v.confident
+    # the same message as an error is answered
+    v = decide(kb, _lines("OSError: [Errno 24] Too many open files"))
+    assert any(a.key == "shape:os.too-many-open-files" for a in v.answers)
+
+
+def test_pydantics_trailer_is_not_a_field_the_user_set():
+    msg = ("num_speculative_tokens must be provided with speculative model unless the draft "
+           "model config contains an n_predict parameter. [type=value_error, "
+           "input_value=ArgsKwargs((), {'method': 'ngram'}), input_type=ArgsKwargs]")
+    got = argument_of("ValueError", msg, [Frame(f"{SITE}/vllm/config/speculative.py", 1820,
+                                                "SpeculativeConfig._verify_args", "vllm")])
+    assert got is not None and got.subject == "num_speculative_tokens, n_predict"
