@@ -21,6 +21,7 @@ line and the next command rather than giving weak advice first.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -410,7 +411,12 @@ def _ownership(ev: Event) -> Ownership | None:
         elif frames and not source:
             source = ln.body.strip()
     return read(m.group("exc"), m.group("msg") or "", frames,
-                raised=source.startswith("raise "))
+                raised=bool(_RAISES.match(source)))
+
+
+# a source line that raises a new exception on purpose ("raise KeyError(" …); a bare
+# "raise" or "raise exc" passes on one an operation raised
+_RAISES = re.compile(r"raise [A-Za-z_][\w.]*\(")
 
 
 def _owner_groups(owned: Ownership, index: SourceIndex | None) -> dict[str, str]:

@@ -22,7 +22,7 @@ so is a TypeError about a call's arguments in either package, which is raised at
 in the caller's frame, while the callee may be the other package's override.
 Ownership is decided from paths only, never from the message text.
 
-The same reading names three more owners (after the same rule-outs):
+The same reading names four more owners (after the same rule-outs):
 
 * the model's own code (``MODEL``): a frame of Hugging Face remote code
   (``…/transformers_modules/<model>/modeling_x.py``, what ``trust_remote_code`` imports) or

@@ -51,7 +51,9 @@ class Site:
     file: str  # relative to the site directory
     line: int
     function: str  # qualified: Class.method
-    kind: str  # "raise ValueError" | "logger.error" | "assert" | "error response" | "errs.append" | "native"
+    # "raise ValueError" | "logger.error" | "assert" | "error response" | "errs.append" |
+    # "warnings.warn" | "native"
+    kind: str
     template: str  # literal text with HOLE for each placeholder
     guard: str = ""  # the innermost enclosing `if` test, as source
 

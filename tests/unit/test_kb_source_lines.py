@@ -205,6 +205,7 @@ def test_a_traceback_of_vllms_config_check_is_answered(kb):
 @pytest.mark.parametrize("source,defect", [
     ("    raise KeyError(", False),  # said on purpose: not a defect of vLLM
     ("    return self.parsers[name]", True),  # an operation failed: a defect reading
+    ("    raise exc", True),  # passes on what an operation raised
 ])
 def test_an_exception_the_shown_source_raises_on_purpose_is_no_defect(kb, source, defect):
     tb = _lines("Traceback (most recent call last):",
