@@ -417,6 +417,43 @@ def test_launch_values_the_real_vllm_refuses_are_answered(vllm_env, tmp_path, ex
     assert said in doc["answers"][0]["title"], doc["answers"][0]["title"]
 
 
+def test_a_model_without_a_chat_template_is_answered_from_the_clients_error(vllm_env,
+                                                                           tmp_path):
+    """The tiny model copied without its chat template: the real server starts, refuses every
+    chat request (transformers no longer supplies a default template), and the client's
+    error gets the chat-template entry."""
+    python, model = vllm_env
+    bare = tmp_path / "no-template"
+    shutil.copytree(model, bare)
+    (bare / "chat_template.jinja").unlink(missing_ok=True)
+    cfg = json.loads((bare / "tokenizer_config.json").read_text())
+    cfg.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(cfg))
+    port = realvllm.free_port()
+    srv = realvllm.launch(realvllm.server_argv(python, bare, port), tmp_path / "server.log",
+                          realvllm.server_env(), port)
+    try:
+        try:
+            realvllm.wait_ready(srv)
+        except realvllm.RealVllmError as exc:
+            pytest.fail(str(exc))
+        body = json.dumps({"model": "tiny-llama", "max_tokens": 4,
+                           "messages": [{"role": "user", "content": "hi"}]}).encode()
+        req = urllib.request.Request(srv.url + "/v1/chat/completions", body,
+                                     {"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=60)
+        assert err.value.code == 400
+        answer = json.loads(err.value.read())
+    finally:
+        srv.stop()
+    log = tmp_path / "client.log"
+    log.write_text(f"openai.BadRequestError: Error code: 400 - {answer!r}\n", "utf-8")
+    r = run_cli("triage", "--json", "--lang", "en", str(log))
+    doc = json.loads(r.stdout)
+    assert doc["confident"] and doc["answers"][0]["id"] == "ASC-START-004", doc["answers"][:2]
+
+
 # Loaded by the injection server's Python (sitecustomize on its PYTHONPATH): once, after a few
 # allocations, the real BlockPool hands out a block another running request still holds.
 # Prefix caching is off for that server, so no block hash is set twice and the engine runs on.
