@@ -454,6 +454,32 @@ def test_a_model_without_a_chat_template_is_answered_from_the_clients_error(vllm
     assert doc["confident"] and doc["answers"][0]["id"] == "ASC-START-004", doc["answers"][:2]
 
 
+def test_a_model_with_its_own_code_needs_trust_remote_code(vllm_env, tmp_path):
+    """The tiny model given its own configuration and modeling code (auto_map), started
+    without --trust-remote-code: the real refusal is answered by the remote-code entry."""
+    python, model = vllm_env
+    custom = tmp_path / "custom-code"
+    shutil.copytree(model, custom)
+    cfg = json.loads((custom / "config.json").read_text())
+    cfg.update(model_type="custom_llama", architectures=["CustomForCausalLM"],
+               auto_map={"AutoConfig": "configuration_custom.CustomConfig",
+                         "AutoModelForCausalLM": "modeling_custom.CustomForCausalLM"})
+    (custom / "config.json").write_text(json.dumps(cfg))
+    (custom / "configuration_custom.py").write_text(
+        "from transformers import LlamaConfig\n\n\nclass CustomConfig(LlamaConfig):\n"
+        "    model_type = 'custom_llama'\n")
+    (custom / "modeling_custom.py").write_text(
+        "from transformers import LlamaForCausalLM\n\n\n"
+        "class CustomForCausalLM(LlamaForCausalLM):\n    pass\n")
+    log = tmp_path / "remote.log"
+    rc = realvllm.run_to_exit(realvllm.server_argv(python, custom, realvllm.free_port()), log,
+                              realvllm.server_env())
+    assert rc != 0 and "trust_remote_code=True" in log.read_text(errors="replace")
+    r = run_cli("triage", "--json", "--lang", "en", str(log))
+    doc = json.loads(r.stdout)
+    assert doc["confident"] and doc["answers"][0]["id"] == "ASC-START-008", doc["answers"][:2]
+
+
 # Loaded by the injection server's Python (sitecustomize on its PYTHONPATH): once, after a few
 # allocations, the real BlockPool hands out a block another running request still holds.
 # Prefix caching is off for that server, so no block hash is set twice and the engine runs on.
