@@ -391,6 +391,8 @@ def test_an_unknown_tool_call_parser_is_a_refused_argument_not_a_defect(vllm_env
     # vLLM 0.32's parser registry refusing a name (KeyError raised on purpose)
     (("--reasoning-parser", "nosuch"), "ASC-START-016", "has a value vLLM does not accept"),
     (("--tensor-parallel-size", "3"), "ASC-START-014", "do not divide"),
+    # 4 blocks of 32 tokens cannot hold one sequence of max_model_len 512
+    (("--num-gpu-blocks-override", "4"), "ASC-START-001", "max_model_len 512 needs more KV"),
     # argparse: a choice printed without quotes, a JSON value that does not parse
     (("--enable-lora", "--max-lora-rank", "7"), "ASC-START-016", "does not accept"),
     (("--speculative-config", "{method: ngram"), "ASC-START-016", "does not accept"),
