@@ -346,13 +346,13 @@ def _site_feature(cause: LogLine, traced: tuple[Site, float] | None) -> Ownershi
 
     site = traced[0]
     frame = Frame(site.file, site.line, site.function, site.package)
+    message = _message_of(cause.body)
     if not site.kind.startswith("raise "):
         # an error response or an error gathered into a list: a refused argument at most
-        return argument_of(site.kind, _message_of(cause.body), [frame])
+        return argument_of(site.kind, message, [frame])
     m = EXCEPTION.match(cause.body)
     exc = m.group("exc") if m else site.kind.split(" ", 1)[1]
-    return (feature_of(exc, _message_of(cause.body), [frame])
-            or argument_of(exc, _message_of(cause.body), [frame]))
+    return feature_of(exc, message, [frame]) or argument_of(exc, message, [frame])
 
 
 def _packages_shown(ev: Event) -> set[str | None] | None:

@@ -188,6 +188,14 @@ def tiny_model(python: Path, dest: Path = MODEL, heads: int = 4) -> Path:
     return dest
 
 
+def site_packages(python: Path) -> Path:
+    """The site-packages directory of the venv ``python`` belongs to."""
+    found = sorted(python.parent.parent.glob("lib/python3*/site-packages"))
+    if not found:
+        raise RealVllmError(f"no site-packages under {python.parent.parent}")
+    return found[0]
+
+
 # -- the server ---------------------------------------------------------------------------
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 START_TIMEOUT_S = 420.0

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import sys
 import tarfile
@@ -99,7 +98,7 @@ def recognised(kb, sites: list) -> dict[str, set[tuple[str, str]]]:
                 lines.append(piece.replace(HOLE, sample))
                 origin.append(s)
     found: dict[str, set[tuple[str, str]]] = defaultdict(set)
-    for m in kb.match_lines(io.StringIO("\n".join(lines)).read().split("\n")):
+    for m in kb.match_lines(lines):
         for n, _ in m.lines:
             s = origin[n - 1]
             found[m.entry.id].add((s.file, s.function))

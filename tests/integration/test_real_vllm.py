@@ -219,26 +219,33 @@ def test_logs_are_read_from_the_real_servers_stdout(cli, server):
     assert any(f["subject"] == str(server.log) for f in fs), fs  # /proc/PID/fd/1 → the file
 
 
+def _client_error(url: str, path: str, body: dict, status: int, tmp_path: Path) -> Path:
+    """POST ``body`` to the server, expect ``status``, and write the error as the OpenAI client
+    prints it (``openai.…Error: Error code: N - {…}``) to a log file: its path."""
+    req = urllib.request.Request(url + path, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=60)
+    assert err.value.code == status
+    log = tmp_path / "client.log"
+    name = {400: "BadRequestError", 404: "NotFoundError"}.get(status, "APIStatusError")
+    log.write_text(f"openai.{name}: Error code: {status} - "
+                   f"{json.loads(err.value.read())!r}\n", "utf-8")
+    return log
+
+
 def test_a_request_the_real_server_refuses_is_traced_and_answered(cli, server, vllm_env,
                                                                    tmp_path):
     """A chat request with ``tool_choice: auto`` to a server started without
     --enable-auto-tool-choice: the real 400 body, as the OpenAI client prints it, traces to the
     installed vLLM's error response and is answered by the refused-argument entry."""
-    body = json.dumps({"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}],
-                       "tools": [{"type": "function", "function": {
-                           "name": "get_weather", "parameters": {"type": "object",
-                                                                 "properties": {}}}}],
-                       "tool_choice": "auto", "max_tokens": 4}).encode()
-    req = urllib.request.Request(server.url + "/v1/chat/completions", body,
-                                 {"Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(req, timeout=60)
-    assert err.value.code == 400
-    answer = json.loads(err.value.read())
-    log = tmp_path / "client.log"
-    log.write_text(f"openai.BadRequestError: Error code: 400 - {answer!r}\n", "utf-8")
+    body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {
+                "name": "get_weather", "parameters": {"type": "object", "properties": {}}}}],
+            "tool_choice": "auto", "max_tokens": 4}
+    log = _client_error(server.url, "/v1/chat/completions", body, 400, tmp_path)
     python, _ = vllm_env
-    site = sorted(python.parent.parent.glob("lib/python3*/site-packages"))[0]
+    site = realvllm.site_packages(python)
     r = cli("triage", "--json", "--lang", "en", "--site", str(site), str(log), timeout=1800)
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
@@ -257,14 +264,7 @@ def test_requests_the_real_server_refuses_are_answered(cli, server, tmp_path, bo
                                                        entry):
     """The real server's refusal, as the OpenAI client prints it, gets the entry that says
     what to change in the request (or the server's flags)."""
-    req = urllib.request.Request(server.url + "/v1/completions", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(req, timeout=60)
-    assert err.value.code == status
-    log = tmp_path / "client.log"
-    log.write_text(f"openai.APIStatusError: Error code: {status} - "
-                   f"{json.loads(err.value.read())!r}\n", "utf-8")
+    log = _client_error(server.url, "/v1/completions", body, status, tmp_path)
     r = cli("triage", "--json", "--lang", "en", str(log))
     doc = json.loads(r.stdout)
     assert doc["confident"] and doc["answers"][0]["id"] == entry, doc["answers"][:2]
@@ -373,7 +373,7 @@ def test_an_unknown_tool_call_parser_is_a_refused_argument_not_a_defect(vllm_env
     text = log.read_text(errors="replace")
     assert rc != 0 and "KeyError: 'invalid tool call parser: nosuch (chose from {" in text, text[-2000:]
     assert "    raise KeyError(" in text  # the source line under the innermost frame
-    site = sorted(python.parent.parent.glob("lib/python3*/site-packages"))[0]
+    site = realvllm.site_packages(python)
     r = run_cli("triage", "--json", "--lang", "en", "--site", str(site), str(log), timeout=1800)
     doc = json.loads(r.stdout)
     assert doc["confident"] and doc["answers"][0]["id"] == "ASC-START-016", doc["answers"][:2]
@@ -413,7 +413,7 @@ def test_launch_values_the_real_vllm_refuses_are_answered(vllm_env, tmp_path, ex
     rc = realvllm.run_to_exit(realvllm.server_argv(python, model, port, *extra), log,
                               realvllm.server_env())
     assert rc != 0, log.read_text(errors="replace")[-2000:]
-    site = sorted(python.parent.parent.glob("lib/python3*/site-packages"))[0]
+    site = realvllm.site_packages(python)
     r = run_cli("triage", "--json", "--lang", "en", "--site", str(site), str(log),
                 timeout=1800)
     doc = json.loads(r.stdout)
@@ -441,18 +441,11 @@ def test_a_model_without_a_chat_template_is_answered_from_the_clients_error(vllm
             realvllm.wait_ready(srv)
         except realvllm.RealVllmError as exc:
             pytest.fail(str(exc))
-        body = json.dumps({"model": "tiny-llama", "max_tokens": 4,
-                           "messages": [{"role": "user", "content": "hi"}]}).encode()
-        req = urllib.request.Request(srv.url + "/v1/chat/completions", body,
-                                     {"Content-Type": "application/json"})
-        with pytest.raises(urllib.error.HTTPError) as err:
-            urllib.request.urlopen(req, timeout=60)
-        assert err.value.code == 400
-        answer = json.loads(err.value.read())
+        body = {"model": "tiny-llama", "max_tokens": 4,
+                "messages": [{"role": "user", "content": "hi"}]}
+        log = _client_error(srv.url, "/v1/chat/completions", body, 400, tmp_path)
     finally:
         srv.stop()
-    log = tmp_path / "client.log"
-    log.write_text(f"openai.BadRequestError: Error code: 400 - {answer!r}\n", "utf-8")
     r = run_cli("triage", "--json", "--lang", "en", str(log))
     doc = json.loads(r.stdout)
     assert doc["confident"] and doc["answers"][0]["id"] == "ASC-START-004", doc["answers"][:2]

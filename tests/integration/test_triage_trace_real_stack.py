@@ -54,12 +54,6 @@ def error_lines(text: str) -> dict[int, str]:
     return out
 
 
-def site_packages(python: Path) -> Path:
-    found = sorted(python.parent.parent.glob("lib/python3*/site-packages"))
-    assert found, f"no site-packages beside {python}"
-    return found[0]
-
-
 def triage(log: Path, *sites: Path, cache: Path) -> dict:
     args = ["triage", "--json", "--lang", "en", *[a for s in sites for a in ("--site", str(s))],
             str(log)]
@@ -87,7 +81,7 @@ def test_every_error_line_of_the_real_vllm_server_traces_to_its_raise_site(name,
         python = realvllm.build_venv()
     except (realvllm.RealVllmError, ArtifactError) as exc:
         pytest.fail(str(exc))
-    site = site_packages(python)
+    site = realvllm.site_packages(python)
     log = CORPUS / name
     want = error_lines(log.read_bytes().decode("utf-8", "replace"))  # no newline translation
     assert len(want) >= 3, want  # the captures hold a real failure
@@ -126,7 +120,7 @@ def test_known_raise_sites_of_the_real_vllm_failures(cache):
         python = realvllm.build_venv()
     except (realvllm.RealVllmError, ArtifactError) as exc:
         pytest.fail(str(exc))
-    site = site_packages(python)
+    site = realvllm.site_packages(python)
     doc = triage(CORPUS / LOGS[0], site, cache=cache)
     by_text = {t["text"].split("] ", 1)[-1]: raise_site(t) for t in doc["error_lines"]}
     vb = by_text["ValueError: No common block size for 16 (CPU_ATTN: [MultipleOf(32)])."]
@@ -158,7 +152,7 @@ def test_the_real_wheels_failing_to_import_here_are_traced(module, tmp_path, cac
     log.write_text(r.stdout + r.stderr)
     want = error_lines(log.read_bytes().decode("utf-8", "replace"))
     assert want, r.stderr[-2000:]
-    doc = triage(log, site_packages(python), cache=cache)
+    doc = triage(log, realvllm.site_packages(python), cache=cache)
     assert doc["source_index"]["available"]
     assert {"torch_npu", "vllm_ascend"} <= set(doc["source_index"]["packages"])
     got = {t["line"]: t for t in doc["error_lines"]}

@@ -58,11 +58,10 @@ def venv_site() -> Path:
     """The real vLLM CPU venv's site-packages (built by tests/realvllm.py when missing)."""
     from tests import realvllm
 
-    python = realvllm.build_venv()
-    found = sorted(python.parent.parent.glob("lib/python3*/site-packages"))
-    if not found:
-        raise SystemExit(f"no site-packages under {python.parent.parent}")
-    return found[0]
+    try:
+        return realvllm.site_packages(realvllm.build_venv())
+    except realvllm.RealVllmError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def sites() -> list[str]:
